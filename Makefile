@@ -1,0 +1,79 @@
+# The front door. `make run` starts the daemon with the example plugins;
+# `make test` builds everything and passes the whole suite. Both install what
+# is missing first (scripts/install-deps.sh is idempotent).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CMAKE ?= cmake
+CTEST ?= ctest
+JOBS ?= $(shell nproc)
+SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/dev/null)
+
+.PHONY: help deps build release test test-dev format-check tsan asan bench bench-report run format tidy package clean
+
+help:
+	@echo "make run           build (release) and start tpoold with the example plugins"
+	@echo "make test          install deps, build, run every test (unit, stress, model, integration),"
+	@echo "                   check formatting, and run the pool's tests under ThreadSanitizer"
+	@echo "make bench         build and run the benchmarks against the peers"
+	@echo "make tsan | asan   build and test under ThreadSanitizer | Address+UB sanitizers"
+	@echo "make format | format-check | tidy | package | clean"
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CMAKE) --preset dev
+	$(CMAKE) --build --preset dev -j $(JOBS)
+
+release: deps
+	$(CMAKE) --preset release
+	$(CMAKE) --build --preset release -j $(JOBS)
+
+test-dev: build
+	$(CTEST) --preset dev
+
+test: test-dev format-check tsan
+	@echo "make test: all checks passed"
+
+format-check:
+	@clang-format --dry-run -Werror $(SOURCES) && echo "format-check: $(words $(SOURCES)) files clean"
+
+format:
+	clang-format -i $(SOURCES)
+
+tsan: deps
+	$(CMAKE) --preset tsan
+	$(CMAKE) --build --preset tsan -j $(JOBS)
+	$(CTEST) --preset tsan
+
+asan: deps
+	$(CMAKE) --preset asan
+	$(CMAKE) --build --preset asan -j $(JOBS)
+	$(CTEST) --preset asan
+
+bench: deps
+	$(CMAKE) --preset bench
+	$(CMAKE) --build --preset bench -j $(JOBS)
+	scripts/run-benchmarks.sh
+
+bench-report:
+	scripts/bench-report.sh
+
+run: release
+	@if [ ! -x build/release/daemon/server/tpoold ]; then \
+	  echo "make run: the daemon (tpoold) does not exist yet; only the pool library is built."; \
+	  echo "make run: see README.md for what works today and the open issues for what comes next."; \
+	  exit 1; \
+	fi
+	scripts/run-daemon.sh build/release
+
+tidy: build
+	run-clang-tidy -p build/dev -quiet $(filter %.cc,$(SOURCES)) || \
+	  clang-tidy -p build/dev --quiet $(filter %.cc,$(SOURCES))
+
+package: release
+	$(CMAKE) --build --preset release --target package
+
+clean:
+	rm -rf build

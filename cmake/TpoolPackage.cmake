@@ -1,0 +1,1 @@
+# CMake package config and CPack: see deploy (issue 9).

@@ -1,0 +1,18 @@
+# tpool_add_gtest(<name> SOURCES ... [LIBS ...] LABELS <unit|stress|model|integration> [TIMEOUT s])
+#
+# One GoogleTest executable, its cases registered with CTest one by one
+# (discovered when the test runs, not at build time, so a TSan or cross build
+# never runs test binaries during the build).
+include(GoogleTest)
+find_package(GTest REQUIRED)
+
+function(tpool_add_gtest name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock tpool::warnings)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+endfunction()

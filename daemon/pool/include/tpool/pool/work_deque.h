@@ -1,0 +1,143 @@
+// WorkDeque: a bounded Chase-Lev work-stealing deque.
+//
+// Follows Lê, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
+// Work-Stealing for Weak Memory Models" (PPoPP 2013), figure 1, with these
+// deviations:
+//   - fixed capacity: push_bottom returns false when full instead of growing
+//     the array (the pool falls back to its next submit path, as with
+//     RingQueue);
+//   - the slots are relaxed atomics rather than plain memory: a stealer may
+//     read a slot the owner is rewriting after the stealer's top went stale;
+//     the paper's proof discards that value (the stealer's CAS fails), but in
+//     C++ a plain read would still be a data race;
+//   - a losing stealer returns empty without retrying, so the caller can pick
+//     another victim (the seed's rule). There is no batch steal: Chase-Lev's
+//     linearisation argument does not extend to batched takes; RingQueue has
+//     steal_half.
+// It is the pool's `queue_kind = chase_lev` option.
+//
+// Invariants:
+//   (1) Only the owner writes bottom and the slots.
+//   (2) top only grows, by a CAS; top <= bottom + 1 at all times (bottom may
+//       dip one below top inside pop_bottom).
+//   (3) The last item (top == bottom - 1 at pop) is arbitrated by a CAS on top
+//       between the owner and the stealers: exactly one wins.
+//   (4) The seq_cst fences in pop_bottom and steal_top order the owner's
+//       bottom store before its top load and the stealer's top load before its
+//       bottom load (the store-buffering pattern): at least one side sees the
+//       other, so both cannot take the last item.
+//
+// Thread safety: push_bottom, pop_bottom: owner only. steal_top, size_approx:
+// any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "tpool/pool/atomics.h"
+
+namespace tpool::detail {
+
+template <class T, std::size_t Capacity = 0, class Atomics = StdAtomics>
+class WorkDeque {
+  static_assert(std::is_trivially_copyable_v<T>, "WorkDeque holds trivially copyable values");
+  static_assert(Capacity == 0 || is_power_of_two(Capacity), "capacity must be a power of two");
+
+ public:
+  explicit WorkDeque(std::size_t capacity = Capacity) : slots_(capacity), mask_(capacity - 1) {}
+  WorkDeque(const WorkDeque&) = delete;
+  WorkDeque& operator=(const WorkDeque&) = delete;
+
+  std::size_t capacity() const noexcept { return mask_ + 1; }
+
+  // Owner: push at bottom. False when full.
+  bool push_bottom(T v) noexcept {
+    const std::int64_t b = Atomics::load(bottom_, std::memory_order_relaxed);  // (inv 1)
+    // Acquire pairs with the stealers' CAS on top: their slot reads happen
+    // before we reuse the slot.
+    const std::int64_t t = Atomics::load(top_, std::memory_order_acquire);
+    if (b - t >= static_cast<std::int64_t>(capacity())) return false;
+    Atomics::store(slots_[static_cast<std::size_t>(b) & mask_], v, std::memory_order_relaxed);
+    // Release fence + relaxed store, as in the paper; pairs with the acquire
+    // load of bottom in steal_top.
+    Atomics::fence(std::memory_order_release);
+    Atomics::store(bottom_, b + 1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Owner: pop the newest item (LIFO). False when empty or when a stealer won
+  // the last item.
+  bool pop_bottom(T& out) noexcept {
+    const std::int64_t b = Atomics::load(bottom_, std::memory_order_relaxed) - 1;
+    Atomics::store(bottom_, b, std::memory_order_relaxed);
+    // (inv 4) seq_cst: the store of bottom above must be ordered before the
+    // load of top below; acquire/release cannot order a store before a later
+    // load. Pairs with the fence in steal_top.
+    Atomics::fence(std::memory_order_seq_cst);
+    std::int64_t t = Atomics::load(top_, std::memory_order_relaxed);
+    if (t > b) {  // empty: restore bottom
+      Atomics::store(bottom_, b + 1, std::memory_order_relaxed);
+      return false;
+    }
+    const T v = Atomics::load(slots_[static_cast<std::size_t>(b) & mask_],
+                              std::memory_order_relaxed);  // we wrote it
+    if (t == b) {
+      // (inv 3) The last item: race the stealers for it. seq_cst as in the
+      // paper: the CAS is part of the total order the fences establish.
+      const bool won = Atomics::cas_strong(top_, t, t + 1, std::memory_order_seq_cst,
+                                           std::memory_order_relaxed);
+      Atomics::store(bottom_, b + 1, std::memory_order_relaxed);
+      if (!won) return false;
+    }
+    out = v;
+    return true;
+  }
+
+  // Any thread: take the oldest item. False when empty or on a lost race (no
+  // retry: the caller tries another victim).
+  bool steal_top(T& out) noexcept {
+    // Acquire pairs with other stealers' and the owner's CAS on top.
+    std::int64_t t = Atomics::load(top_, std::memory_order_acquire);
+    // (inv 4) seq_cst: our load of top must be ordered before our load of
+    // bottom against the owner's store-then-load in pop_bottom.
+    Atomics::fence(std::memory_order_seq_cst);
+    // Acquire pairs with the release fence in push_bottom: the slot is written.
+    const std::int64_t b = Atomics::load(bottom_, std::memory_order_acquire);
+    if (t >= b) return false;
+    const T v = Atomics::load(slots_[static_cast<std::size_t>(t) & mask_],
+                              std::memory_order_relaxed);
+    // seq_cst as in the paper (see pop_bottom). A failed CAS means another
+    // thief or the owner took item t; our copy may be stale and is discarded.
+    if (!Atomics::cas_strong(top_, t, t + 1, std::memory_order_seq_cst,
+                             std::memory_order_relaxed)) {
+      return false;
+    }
+    out = v;
+    return true;
+  }
+
+  // Any thread: a snapshot of the item count; exact only when quiescent.
+  std::size_t size_approx() const noexcept {
+    const std::int64_t t = Atomics::load(top_, std::memory_order_acquire);
+    const std::int64_t b = Atomics::load(bottom_, std::memory_order_acquire);
+    return b > t ? static_cast<std::size_t>(b - t) : 0;
+  }
+
+  // Owner: how many more items push_bottom would accept right now.
+  std::size_t free_space() const noexcept {
+    const std::int64_t b = Atomics::load(bottom_, std::memory_order_relaxed);
+    const std::int64_t t = Atomics::load(top_, std::memory_order_acquire);
+    const std::int64_t used = b > t ? b - t : 0;
+    return capacity() - static_cast<std::size_t>(used);
+  }
+
+ private:
+  using Index = typename Atomics::template Atomic<std::int64_t>;
+  alignas(kCacheLine) Index top_{0};     // advanced by CAS: stealers and the owner's last pop
+  alignas(kCacheLine) Index bottom_{0};  // written by the owner only
+  alignas(kCacheLine) Slots<typename Atomics::template Atomic<T>, Capacity> slots_;
+  std::size_t mask_;
+};
+
+}  // namespace tpool::detail

@@ -13,12 +13,13 @@ BUILD=(
   g++ cmake ninja-build pkg-config ccache make git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libspdlog-dev libsystemd-dev libtomlplusplus-dev libssl-dev
+  dpkg-dev file
 )
 TOOLS=(clang-format clang-tidy)
 TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev
   spin relacy-dev
-  prometheus systemd python3
+  prometheus systemd python3 python3-yaml
 )
 PEERS=(libtbb-dev libboost-dev libthread-pool-dev libconcurrentqueue-dev gnuplot-nox)
 

@@ -121,9 +121,9 @@ install(CODE "
     file(INSTALL DESTINATION \"\${dest_dir}\" TYPE FILE
          PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ FILES \"\${staged}\")
   endfunction()
-  if(EXISTS \"${TPOOL_SAMPLE_CONFIG}\")
-    tpool_install_rewritten(\"${TPOOL_SAMPLE_CONFIG}\" \"\${_etc}/tpoold\")
-  endif()
+  tpool_install_rewritten(\"${TPOOL_SAMPLE_CONFIG}\" \"\${_etc}/tpoold\")
+  # The operator's own plugins (plugins.dirs in the sample config).
+  file(MAKE_DIRECTORY \"\$ENV{DESTDIR}\${_etc}/tpoold/plugins.d\")
   tpool_install_rewritten(\"${TPOOL_UNIT_FILE}\" \"\${_prefix}/${TPOOL_INSTALL_UNITDIR}\")
 " COMPONENT runtime)
 
@@ -141,10 +141,12 @@ set(CPACK_PACKAGE_VENDOR "tpoold")
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
 set(CPACK_PACKAGE_CONTACT "tpoold maintainers <tpoold@example.invalid>")
-set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
-# Install with DESTDIR and CMAKE_INSTALL_PREFIX=/usr, so the install code above
-# sees the real prefix and puts the config in /etc.
+# Install with DESTDIR and CMAKE_INSTALL_PREFIX=/usr (whatever the build tree
+# was configured with), so the install code above sees the real prefix and
+# puts the config in /etc.
 set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX "/usr")
+set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_PACKAGE_NAME "tpoold")
 set(CPACK_DEBIAN_FILE_NAME "DEB-DEFAULT")
@@ -152,11 +154,11 @@ set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE "amd64")
 set(CPACK_DEBIAN_PACKAGE_SECTION "net")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${PROJECT_HOMEPAGE_URL}")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "tpoold runs jobs submitted over gRPC on a work-stealing thread pool.\n"
-    "Job handlers are shared-object plugins loaded through a versioned C ABI;\n"
-    "the pool's health is exported to Prometheus. Includes the tpoolctl client,\n"
-    "the example plugins, a hardened systemd unit and the plugin SDK.")
+string(CONCAT CPACK_DEBIAN_PACKAGE_DESCRIPTION
+  "tpoold runs jobs submitted over gRPC on a work-stealing thread pool.\n"
+  "Job handlers are shared-object plugins loaded through a versioned C ABI;\n"
+  "the pool's health is exported to Prometheus. Includes the tpoolctl client,\n"
+  "the example plugins, a hardened systemd unit and the plugin SDK.")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # adduser for the system user in postinst; the library dependencies come from
 # dpkg-shlibdeps.

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The Debian package, end to end without installing it on this machine.
+
+Packages this build tree with its CPack config (the rules `make package`
+uses on the release tree), then checks the .deb: its name, the dependencies
+dpkg-shlibdeps found, the conffile, the maintainer scripts (system user,
+unit enabled), and the files. Extracts it with dpkg-deb -x into a throwaway
+root and runs the installed `tpoold --check-config` on the installed config
+(and on a broken copy, which must fail) and `tpoolctl --version`, and
+`systemd-analyze verify` on the installed unit inside that root.
+
+usage: check_deb.py --build DIR --work DIR [--tpoold-built] [--tpoolctl-built]
+Exits 77 (ctest SKIP) while tpoold or tpoolctl is not part of this build.
+"""
+
+import argparse
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deploy"))
+from deploy_facts import Checker  # noqa: E402
+
+SKIP = 77
+
+
+def run(argv, **kw):
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--version", required=True)
+    ap.add_argument("--tpoold-built", action="store_true")
+    ap.add_argument("--tpoolctl-built", action="store_true")
+    args = ap.parse_args()
+    if not (args.tpoold_built and args.tpoolctl_built):
+        print("SKIP: tpoold and tpoolctl are not both part of this build yet "
+              f"(tpoold: {args.tpoold_built}, tpoolctl: {args.tpoolctl_built}); "
+              "the package test needs the binaries it installs")
+        return SKIP
+
+    c = Checker("debian package")
+    build, work = pathlib.Path(args.build), pathlib.Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+
+    r = run(["cpack", "-G", "DEB", "--config", build / "CPackConfig.cmake", "-B", work])
+    if r.returncode != 0:
+        print(f"FAIL: cpack failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        return 1
+    deb = work / f"tpoold_{args.version}_amd64.deb"
+    c.check(deb.exists(), f"cpack made {[p.name for p in work.glob('*.deb')]}, "
+                          f"not {deb.name}")
+    if not deb.exists():
+        return c.finish()
+
+    def field(name):
+        return run(["dpkg-deb", "-f", deb, name]).stdout.strip()
+
+    c.check(field("Package") == "tpoold", f"Package is {field('Package')}")
+    c.check(field("Version") == args.version, f"Version is {field('Version')}")
+    c.check(field("Architecture") == "amd64", f"Architecture is {field('Architecture')}")
+    depends = field("Depends")
+    print(f"Depends: {depends}")
+    for lib in ("adduser", "libc6", "libgrpc++", "libprotobuf", "libstdc++6"):
+        c.check(lib in depends, f"Depends lacks {lib} (dpkg-shlibdeps did not run, or the "
+                                f"daemon no longer links it): {depends}")
+
+    control = work / "control"
+    r = run(["dpkg-deb", "-e", deb, control])
+    c.check(r.returncode == 0, f"dpkg-deb -e failed: {r.stderr}")
+    conffiles = (control / "conffiles").read_text().split() if (control / "conffiles").exists() \
+        else []
+    c.check(conffiles == ["/etc/tpoold/tpoold.toml"], f"conffiles is {conffiles}")
+    for script in ("postinst", "prerm", "postrm"):
+        path = control / script
+        c.check(path.exists() and path.stat().st_mode & 0o111, f"{script} missing or not "
+                                                                "executable")
+        if path.exists():
+            r = run(["sh", "-n", path])
+            c.check(r.returncode == 0, f"{script} is not valid sh: {r.stderr}")
+    postinst = (control / "postinst").read_text() if (control / "postinst").exists() else ""
+    c.check(re.search(r"adduser --system --group .* tpoold", postinst) is not None,
+            "postinst does not create the tpoold system user")
+    c.check("deb-systemd-helper enable 'tpoold.service'" in postinst,
+            "postinst does not enable tpoold.service")
+    c.check("[ -d /run/systemd/system ]" in postinst,
+            "postinst starts the unit without checking that systemd runs (chroots)")
+
+    listing = run(["dpkg-deb", "-c", deb]).stdout
+    files = {line.split()[-1] for line in listing.splitlines()}
+    for want in ("./usr/bin/tpoold", "./usr/bin/tpoolctl", "./etc/tpoold/tpoold.toml",
+                 "./etc/tpoold/plugins.d/", "./usr/lib/systemd/system/tpoold.service",
+                 "./usr/include/tpool/plugin.h", "./usr/include/tpool/pool.h",
+                 "./usr/share/doc/tpoold/operations.md"):
+        c.check(want in files, f"the package lacks {want}")
+    c.check(any(re.fullmatch(r"\./usr/lib/tpool/plugins/[^/]+\.so", f) for f in files),
+            "the package has no plugin in /usr/lib/tpool/plugins")
+    c.check(any(f.endswith("/cmake/tpool/tpoolConfig.cmake") for f in files),
+            "the package lacks the CMake package config")
+
+    root = work / "root"
+    r = run(["dpkg-deb", "-x", deb, root])
+    c.check(r.returncode == 0, f"dpkg-deb -x failed: {r.stderr}")
+    tpoold, tpoolctl = root / "usr/bin/tpoold", root / "usr/bin/tpoolctl"
+    config = root / "etc/tpoold/tpoold.toml"
+    r = run([tpoold, "--check-config", config])
+    c.check(r.returncode == 0, f"the installed tpoold --check-config rejects the installed "
+                               f"config (exit {r.returncode}): {r.stdout}{r.stderr}")
+    broken = work / "broken.toml"
+    broken.write_text(config.read_text().replace("[server]", "[server]\nno_such_key = 1", 1))
+    r = run([tpoold, "--check-config", broken])
+    c.check(r.returncode != 0 and "no_such_key" in (r.stdout + r.stderr),
+            f"tpoold --check-config accepted a config with an unknown key (exit {r.returncode})")
+    r = run([tpoolctl, "--version"])
+    c.check(r.returncode == 0 and args.version in r.stdout + r.stderr,
+            f"the installed tpoolctl --version (exit {r.returncode}) does not print "
+            f"{args.version}: {r.stdout}{r.stderr}")
+    r = run([tpoold, "--version"])
+    c.check(r.returncode == 0 and args.version in r.stdout + r.stderr,
+            f"the installed tpoold --version (exit {r.returncode}) does not print "
+            f"{args.version}: {r.stdout}{r.stderr}")
+
+    # The installed unit, verified against the installed files.
+    unit = root / "usr/lib/systemd/system/tpoold.service"
+    r = run(["systemd-analyze", "verify", "--man=no", "--generators=no", f"--root={root}",
+             "/usr/lib/systemd/system/tpoold.service"])
+    complaints = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+    c.check(unit.exists() and r.returncode == 0 and not complaints,
+            f"systemd-analyze verify --root on the installed unit (exit {r.returncode}): "
+            + " | ".join(complaints))
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

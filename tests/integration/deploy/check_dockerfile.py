@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The Dockerfile without a Docker engine (none runs on these machines).
+
+1. Reads the Dockerfile and checks what issue 9 asks of it: both stages on
+   debian:bookworm-slim; the build stage runs scripts/install-deps.sh build
+   and the CMake release preset; the runtime stage installs only the package
+   (runtime libraries, no -dev packages, no compiler), runs as a numeric
+   non-root user, EXPOSEs the daemon's gRPC and metrics ports, STOPSIGNAL
+   SIGTERM, HEALTHCHECK through `tpoolctl health`, and starts tpoold on
+   0.0.0.0 with the packaged config.
+2. Runs the build stage's RUN commands here, from the source tree, as the
+   image build would: install-deps.sh build as written, and the release
+   configure with its binary directory moved to a temporary one (-B), so the
+   user's build/release is not touched. The release build itself
+   (`cmake --build --preset release --target package`) is not repeated: it is
+   `make run`'s and `make package`'s build, the .deb test packages the dev
+   tree with the same CPack rules, and CI has 2 cores.
+
+usage: check_dockerfile.py [--run WORKDIR]
+"""
+
+import argparse
+import json
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deploy"))
+from deploy_facts import ROOT, Checker, Facts  # noqa: E402
+
+BASE = "debian:bookworm-slim"
+
+
+def parse(text):
+    """[(stage_name, [(instruction, argument), ...]), ...] with continuations joined."""
+    lines, buf = [], ""
+    for raw in text.splitlines():
+        if not buf and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        if raw.lstrip().startswith("#"):
+            continue  # a comment inside a continued instruction
+        if raw.rstrip().endswith("\\"):
+            buf += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(buf + raw)
+        buf = ""
+    stages = []
+    for line in lines:
+        instr, _, arg = line.strip().partition(" ")
+        instr, arg = instr.upper(), " ".join(arg.split())
+        if instr == "FROM":
+            m = re.fullmatch(r"(\S+)(?: AS (\S+))?", arg, re.I)
+            stages.append((m.group(2) or f"stage{len(stages)}", [("FROM", m.group(1))]))
+        else:
+            stages[-1][1].append((instr, arg))
+    return stages
+
+
+def exec_form(arg):
+    return json.loads(arg) if arg.startswith("[") else shlex.split(arg)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", metavar="WORKDIR")
+    args = ap.parse_args()
+    facts = Facts()
+    c = Checker("Dockerfile")
+    stages = parse((ROOT / "Dockerfile").read_text())
+    names = [s[0] for s in stages]
+    c.check(len(stages) >= 2 and "build" in names, f"stages {names}: need a build stage and a "
+                                                    "runtime stage")
+    for name, instrs in stages:
+        c.check(instrs[0][1] == BASE, f"stage {name} is FROM {instrs[0][1]}, not {BASE}")
+    if c.failures:
+        return c.finish()
+    build = dict(stages)["build"]
+    runtime = stages[-1][1]
+    build_runs = [a for i, a in build if i == "RUN"]
+    c.check(any(re.fullmatch(r"scripts/install-deps\.sh build", r) for r in build_runs),
+            "the build stage does not RUN scripts/install-deps.sh build")
+    c.check("cmake --preset release" in build_runs,
+            "the build stage does not RUN cmake --preset release")
+    c.check(any(r.startswith("cmake --build --preset release") and "package" in r
+                for r in build_runs),
+            "the build stage does not build the release preset's package")
+
+    def last(instr):
+        vals = [a for i, a in runtime if i == instr]
+        return vals[-1] if vals else None
+
+    runtime_runs = " ".join(a for i, a in runtime if i == "RUN")
+    c.check("install-deps" not in runtime_runs and not re.search(r"\S+-dev\b", runtime_runs)
+            and not re.search(r"\b(g\+\+|gcc|cmake|clang)\b", runtime_runs),
+            "the runtime stage installs build tools or -dev packages")
+    c.check(re.search(r"apt-get install [^&]*/tmp/tpoold_\*_amd64\.deb", runtime_runs) is not None,
+            "the runtime stage does not install the tpoold .deb from the build stage")
+    c.check(any(i == "COPY" and a.startswith("--from=build") and ".deb" in a for i, a in runtime),
+            "the runtime stage does not COPY the .deb --from=build")
+    user = last("USER") or ""
+    uid = user.split(":")[0]
+    c.check(uid.isdigit() and int(uid) != 0, f"the runtime USER is '{user}': use a numeric "
+                                             "non-root uid (Kubernetes runAsNonRoot checks it)")
+    exposed = sorted(int(p.split("/")[0]) for a in [last("EXPOSE") or ""] for p in a.split())
+    c.check(exposed == sorted([facts.grpc_port, facts.metrics_port]),
+            f"EXPOSE {exposed}, the daemon serves {facts.grpc_port} and {facts.metrics_port}")
+    c.check(last("STOPSIGNAL") == "SIGTERM", f"STOPSIGNAL is {last('STOPSIGNAL')}, not SIGTERM "
+                                             "(the daemon drains on SIGTERM)")
+    hc = last("HEALTHCHECK") or ""
+    c.check(re.search(r"CMD \[\"tpoolctl\", \"health\"", hc) is not None,
+            f"HEALTHCHECK is '{hc}', not through tpoolctl health")
+    entry = exec_form(last("ENTRYPOINT") or "[]")
+    cmd = exec_form(last("CMD") or "[]")
+    argv = entry + cmd
+    c.check(argv[:1] == ["tpoold"], f"the container starts {argv[:1]}, not tpoold")
+
+    def flag(name):
+        return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+    c.check(flag("--config") == facts.config_path, f"--config is {flag('--config')}")
+    c.check(flag("--listen") == f"0.0.0.0:{facts.grpc_port}",
+            f"--listen is {flag('--listen')}, not 0.0.0.0:{facts.grpc_port}")
+    c.check(flag("--metrics-listen") == f"0.0.0.0:{facts.metrics_port}",
+            f"--metrics-listen is {flag('--metrics-listen')}, not 0.0.0.0:{facts.metrics_port}")
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    c.check("build/" in ignore, ".dockerignore does not exclude build/")
+
+    if args.run and not c.failures:
+        work = pathlib.Path(args.run)
+        shutil.rmtree(work, ignore_errors=True)
+        for run in build_runs:
+            argv = shlex.split(run)
+            if argv[:2] == ["cmake", "--build"]:
+                print(f"not repeated here (make run / make package build it): {run}")
+                continue
+            if argv[:3] == ["cmake", "--preset", "release"]:
+                argv += ["-B", str(work / "release")]
+            print("running:", " ".join(argv), flush=True)
+            r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+            c.check(r.returncode == 0, f"`{run}` failed (exit {r.returncode}):\n"
+                                       f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+            if r.returncode != 0:
+                break
+        cache = work / "release/CMakeCache.txt"
+        if cache.exists():
+            text = cache.read_text()
+            c.check("CMAKE_BUILD_TYPE:STRING=Release" in text,
+                    "the release preset did not configure a Release build")
+            cpack = work / "release/CPackConfig.cmake"
+            c.check(cpack.exists() and 'CPACK_GENERATOR "DEB"' in cpack.read_text(),
+                    "the release configure has no DEB CPack config: `--target package` would "
+                    "not make the .deb the runtime stage installs")
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Parses every manifest in deploy/k8s and checks that the probes, ports,
+signals and timeouts agree with the daemon's config (deploy_facts.py) and
+with each other (selectors, named ports, the HPA's metric and its adapter
+rule, the image's user).
+"""
+
+import pathlib
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from deploy_facts import ROOT, Checker, Facts, tomllib  # noqa: E402
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("check_k8s.py needs PyYAML: scripts/install-deps.sh test installs python3-yaml")
+
+K8S = ROOT / "deploy/k8s"
+# Margin between the daemon's longest stop and the kubelet's SIGKILL, for the
+# preStop exec and the process exit. Picked by hand.
+STOP_MARGIN_S = 10
+
+
+def load_all():
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc is not None:
+                docs.append((path.name, doc))
+    return docs
+
+
+def matches(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def main():
+    facts = Facts()
+    c = Checker("kubernetes manifests")
+    docs = load_all()
+    kinds = {}
+    for name, d in docs:
+        c.check("kind" in d and "apiVersion" in d, f"{name}: a document without kind/apiVersion")
+        kinds.setdefault(d.get("kind"), []).append(d)
+    for kind in ("Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
+                 "ServiceMonitor", "ConfigMap", "Kustomization"):
+        c.check(kind in kinds, f"no {kind} in deploy/k8s")
+    if c.failures:
+        return c.finish()
+
+    # ---- the config the pods run with ------------------------------------
+    kust = kinds["Kustomization"][0]
+    listed = set(kust.get("resources", []))
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    c.check(listed == on_disk, f"kustomization.yaml resources {sorted(listed)} differ from the "
+                               f"manifests on disk {sorted(on_disk)}")
+    gen = {g["name"]: g for g in kust.get("configMapGenerator", [])}
+    c.check("tpoold-config" in gen and "tpoold.toml" in gen["tpoold-config"].get("files", []),
+            "kustomization.yaml does not generate tpoold-config from tpoold.toml")
+    cfg = tomllib.loads((K8S / "tpoold.toml").read_text())
+    for section, table in cfg.items():
+        for key in table:
+            known = f"{section}.{key}" in facts.defaults or section == "plugins"
+            c.check(known, f"deploy/k8s/tpoold.toml sets {section}.{key}, which the daemon "
+                           "(daemon/server/src/config.h) does not have")
+
+    def get(dotted):
+        s, k = dotted.split(".", 1)
+        return cfg.get(s, {}).get(k, facts.defaults.get(dotted))
+
+    grpc_host, grpc_port = get("server.listen").rsplit(":", 1)
+    metrics_host, metrics_port = get("metrics.listen").rsplit(":", 1)
+    grpc_port, metrics_port = int(grpc_port), int(metrics_port)
+    c.check(grpc_host == "0.0.0.0", f"server.listen is {get('server.listen')}: a pod must listen "
+                                    "on 0.0.0.0 for probes and Services to reach it")
+    c.check(metrics_host == "0.0.0.0", f"metrics.listen is {get('metrics.listen')}, not 0.0.0.0")
+    c.check(grpc_port == facts.grpc_port and metrics_port == facts.metrics_port,
+            f"the pod's ports {grpc_port}/{metrics_port} differ from the daemon's "
+            f"{facts.grpc_port}/{facts.metrics_port}")
+    stop_s = (int(get("server.drain_timeout_ms")) + int(get("server.cancel_grace_ms"))) / 1000
+    c.check(int(get("pool.max_threads")) != 0,
+            "pool.max_threads is 0 (one per core of the node, not of the pod); set it to the "
+            "container's CPU request")
+    c.check(facts.user_plugin_dir in get("plugins.dirs"),
+            f"plugins.dirs does not include {facts.user_plugin_dir}, where operators mount plugins")
+
+    # ---- the Deployment ---------------------------------------------------
+    dep = kinds["Deployment"][0]
+    pod = dep["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    spec = pod["spec"]
+    c.check(matches(dep["spec"]["selector"]["matchLabels"], labels),
+            "the Deployment's selector does not match its pod labels")
+    ctr = next((x for x in spec["containers"] if x["name"] == "tpoold"), None)
+    c.check(ctr is not None, "no container named tpoold")
+    if ctr is None:
+        return c.finish()
+    ports = {p["name"]: p["containerPort"] for p in ctr.get("ports", [])}
+    c.check(ports.get("grpc") == grpc_port, f"container port grpc is {ports.get('grpc')}, "
+                                            f"the daemon listens on {grpc_port}")
+    c.check(ports.get("metrics") == metrics_port, f"container port metrics is "
+                                                  f"{ports.get('metrics')}, not {metrics_port}")
+    args = ctr.get("args", [])
+    c.check(args[:2] == ["--config", facts.config_path],
+            f"the container's args {args} do not pass --config {facts.config_path}")
+    for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
+        probe = ctr.get(probe_name, {})
+        port = probe.get("grpc", {}).get("port")
+        c.check(port == grpc_port, f"{probe_name} is not a gRPC health probe on {grpc_port} "
+                                   f"(it is {probe})")
+    live = ctr.get("livenessProbe", {})
+    patience = live.get("failureThreshold", 3) * live.get("periodSeconds", 10)
+    c.check(patience > stop_s, f"livenessProbe gives up after {patience}s, shorter than a drain "
+                               f"({stop_s}s): health is NOT_SERVING while draining, so the "
+                               "kubelet would restart a draining pod")
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    c.check(grace >= stop_s + STOP_MARGIN_S,
+            f"terminationGracePeriodSeconds={grace} is not above drain_timeout_ms + "
+            f"cancel_grace_ms ({stop_s}s) + {STOP_MARGIN_S}s")
+    pre = ctr.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    c.check(pre[:2] == ["tpoolctl", "drain"], f"preStop is {pre}, not `tpoolctl drain`")
+    sc = ctr.get("securityContext", {})
+    psc = spec.get("securityContext", {})
+    c.check(sc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem is not true")
+    c.check(sc.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation is not false")
+    c.check("ALL" in sc.get("capabilities", {}).get("drop", []), "capabilities do not drop ALL")
+    run_as = sc.get("runAsUser", psc.get("runAsUser"))
+    c.check((sc.get("runAsNonRoot") or psc.get("runAsNonRoot")) is True and run_as not in
+            (None, 0), f"the pod is not non-root (runAsNonRoot, runAsUser={run_as})")
+    docker_uid = dockerfile_uid()
+    c.check(docker_uid is None or run_as == docker_uid,
+            f"runAsUser={run_as} differs from the Dockerfile's USER {docker_uid}")
+    res = ctr.get("resources", {})
+    c.check(res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory")
+            and res.get("limits", {}).get("memory"), "resources lack cpu/memory requests or a "
+                                                     "memory limit")
+    req_cpu = str(res.get("requests", {}).get("cpu", "0"))
+    c.check(req_cpu.isdigit() and int(req_cpu) == int(get("pool.max_threads")),
+            f"the CPU request ({req_cpu}) and pool.max_threads ({get('pool.max_threads')}) "
+            "differ: size the pool to the CPUs the pod gets")
+    mounts = {m["mountPath"]: m for m in ctr.get("volumeMounts", [])}
+    c.check(facts.config_path in mounts, f"nothing is mounted at {facts.config_path}")
+    c.check(facts.user_plugin_dir in mounts, f"nothing is mounted at {facts.user_plugin_dir}")
+    vols = {v["name"]: v for v in spec.get("volumes", [])}
+    for m in mounts.values():
+        c.check(m["name"] in vols, f"volumeMount {m['name']} has no volume")
+    cfg_vol = vols.get(mounts.get(facts.config_path, {}).get("name"), {})
+    c.check(cfg_vol.get("configMap", {}).get("name") == "tpoold-config",
+            "the config mount does not come from the tpoold-config ConfigMap")
+
+    # ---- Services, PDB, HPA, ServiceMonitor -------------------------------
+    services = {s["metadata"]["name"]: s for s in kinds["Service"]}
+    c.check({"tpoold", "tpoold-headless"} <= set(services),
+            f"Services {sorted(services)}: need tpoold and tpoold-headless")
+    for name, svc in services.items():
+        c.check(matches(svc["spec"].get("selector"), labels),
+                f"Service {name} does not select the tpoold pods")
+        for p in svc["spec"]["ports"]:
+            target = p.get("targetPort")
+            c.check(target in ports or target in ports.values(),
+                    f"Service {name} port {p['name']} targets {target}, not a container port")
+            c.check(p["name"] != "grpc" or p["port"] == grpc_port,
+                    f"Service {name} serves grpc on {p['port']}, not {grpc_port}")
+    svc = services.get("tpoold", {"spec": {"ports": []}})
+    c.check({p["name"] for p in svc["spec"]["ports"]} == {"grpc", "metrics"},
+            "Service tpoold does not expose exactly grpc and metrics")
+    head = services.get("tpoold-headless", {"spec": {}})
+    c.check(head["spec"].get("clusterIP") == "None", "tpoold-headless is not headless")
+
+    pdb = kinds["PodDisruptionBudget"][0]
+    c.check(matches(pdb["spec"]["selector"]["matchLabels"], labels),
+            "the PodDisruptionBudget does not select the tpoold pods")
+    c.check(pdb["spec"].get("maxUnavailable") == 1 or "minAvailable" in pdb["spec"],
+            "the PodDisruptionBudget sets no budget")
+
+    hpa = kinds["HorizontalPodAutoscaler"][0]
+    ref = hpa["spec"]["scaleTargetRef"]
+    c.check(ref["kind"] == "Deployment" and ref["name"] == dep["metadata"]["name"],
+            "the HPA does not scale the tpoold Deployment")
+    c.check(hpa["spec"]["minReplicas"] >= 2, "the HPA may scale below 2 replicas")
+    pod_metrics = [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]
+                   if m["type"] == "Pods"]
+    adapter = next((d for d in kinds["ConfigMap"]
+                    if d["metadata"]["name"] == "tpoold-prometheus-adapter-rules"), None)
+    c.check(adapter is not None, "no prometheus-adapter rules ConfigMap")
+    adapter_rules = yaml.safe_load(adapter["data"]["config.yaml"])["rules"] if adapter else []
+    served = {r["name"]["as"]: r for r in adapter_rules}
+    c.check(pod_metrics and all(m in served for m in pod_metrics),
+            f"the HPA scales on {pod_metrics}; the adapter serves {sorted(served)}")
+    for r in adapter_rules:
+        series = re.match(r"(\w+)\{", r["seriesQuery"]).group(1)
+        c.check(re.search(r["name"]["matches"], series) is not None,
+                f"adapter rule name.matches {r['name']['matches']} does not match {series}")
+        c.check(set(r["resources"]["overrides"]) == {"namespace", "pod"},
+                "the adapter rule does not map namespace and pod")
+
+    sm = kinds["ServiceMonitor"][0]
+    c.check(matches(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]),
+            "the ServiceMonitor does not select Service tpoold")
+    c.check([e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"],
+            "the ServiceMonitor does not scrape the named port metrics")
+    return c.finish()
+
+
+def dockerfile_uid():
+    """The numeric USER of the Dockerfile's last stage, or None without one."""
+    path = ROOT / "Dockerfile"
+    if not path.exists():
+        return None
+    users = re.findall(r"^USER\s+(\d+)", path.read_text(), re.M)
+    return int(users[-1]) if users else -1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Checks deploy/systemd/tpoold.service: what issue 9 asks of it, agreement
+with the daemon's config, `systemd-analyze verify` without a complaint, and
+`systemd-analyze security` at or below the target exposure (2.0), the figure
+docs/operations.md reports.
+
+usage: check_systemd_unit.py [--tpoold PATH]
+  --tpoold: the built daemon; verify then runs on a copy of the unit whose
+  /usr/bin/tpoold is this binary. Without it (the daemon is not built), the
+  one complaint verify may make is that /usr/bin/tpoold does not exist.
+"""
+
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from deploy_facts import ROOT, Checker, Facts  # noqa: E402
+
+UNIT = ROOT / "deploy/systemd/tpoold.service"
+TARGET_EXPOSURE = 2.0
+
+
+def parse_unit(text):
+    """{(section, key): [values]}: systemd keys may repeat (SystemCallFilter)."""
+    out, section = {}, None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, _, value = line.partition("=")
+        out.setdefault((section, key.strip()), []).append(value.strip())
+    return out
+
+
+def seconds(value):
+    m = re.fullmatch(r"(\d+)(s|min)?", value)
+    if not m:
+        raise SystemExit(f"{UNIT}: cannot read the duration '{value}'; use e.g. 45s")
+    return int(m.group(1)) * (60 if m.group(2) == "min" else 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tpoold")
+    args = ap.parse_args()
+    facts = Facts()
+    c = Checker("systemd unit")
+    unit = parse_unit(UNIT.read_text())
+
+    def one(key, section="Service"):
+        v = unit.get((section, key))
+        return v[-1] if v else None
+
+    c.check(one("Type") == "notify", f"Type is {one('Type')}, not notify (the daemon sd_notify()s)")
+    c.check(one("WatchdogSec") is not None, "WatchdogSec is not set (the daemon pings WATCHDOG=1)")
+    c.check(one("Restart") == "on-failure", f"Restart is {one('Restart')}, not on-failure")
+    c.check(re.fullmatch(r"/bin/kill -HUP \$MAINPID", one("ExecReload") or "") is not None,
+            f"ExecReload is '{one('ExecReload')}', not '/bin/kill -HUP $MAINPID' (SIGHUP reloads)")
+    stop = seconds(one("TimeoutStopSec") or "0")
+    c.check(stop > facts.drain_seconds,
+            f"TimeoutStopSec={stop}s is not above drain_timeout_ms + cancel_grace_ms "
+            f"= {facts.drain_seconds}s: systemd would SIGKILL a draining daemon")
+    c.check(one("ExecStart") == f"/usr/bin/tpoold --config {facts.config_path}",
+            f"ExecStart is '{one('ExecStart')}', not '/usr/bin/tpoold --config {facts.config_path}'")
+    c.check(one("User") not in (None, "root"), "the unit runs as root; set User=tpoold")
+    c.check(one("WantedBy", "Install") == "multi-user.target", "WantedBy is not multi-user.target")
+
+    required = {
+        "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
+        "PrivateTmp": "yes", "PrivateDevices": "yes", "ProtectKernelTunables": "yes",
+        "ProtectKernelModules": "yes", "ProtectKernelLogs": "yes",
+        "ProtectControlGroups": "yes",
+        "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX", "CapabilityBoundingSet": "",
+    }
+    for key, want in required.items():
+        c.check(one(key) == want, f"{key} is {one(key)!r}, issue 9 asks for {want!r}")
+    c.check("@system-service" in unit.get(("Service", "SystemCallFilter"), []),
+            "SystemCallFilter=@system-service is missing")
+    ro = " ".join(unit.get(("Service", "ReadOnlyPaths"), [])).split()
+    for path in ("/etc/tpoold", facts.plugin_dir):
+        c.check(path in ro, f"ReadOnlyPaths does not name {path}")
+
+    # systemd-analyze verify on a copy, pointing at the built daemon if any.
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = pathlib.Path(tmp) / "tpoold.service"
+        text = UNIT.read_text()
+        if args.tpoold:
+            text = text.replace("/usr/bin/tpoold", str(pathlib.Path(args.tpoold).resolve()))
+        copy.write_text(text)
+        r = subprocess.run(["systemd-analyze", "verify", "--man=no", "--generators=no",
+                            str(copy)], capture_output=True, text=True)
+        complaints = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        ok_exit = r.returncode == 0
+        if not args.tpoold:
+            missing = [l for l in complaints if "Command /usr/bin/tpoold is not executable" in l]
+            complaints = [l for l in complaints if l not in missing]
+            ok_exit = ok_exit or bool(missing)
+            print("systemd-analyze verify: tpoold is not built; only its absence is excused")
+        c.check(ok_exit and not complaints,
+                f"systemd-analyze verify (exit {r.returncode}) says: " + " | ".join(complaints))
+
+        r = subprocess.run(["systemd-analyze", "security", "--offline=true",
+                            f"--threshold={int(TARGET_EXPOSURE * 10)}", str(copy)],
+                           capture_output=True, text=True)
+        m = re.search(r"Overall exposure level for tpoold.service: ([\d.]+) (\w+)", r.stdout)
+        c.check(m is not None and r.returncode == 0,
+                f"systemd-analyze security (exit {r.returncode}) rates the unit above "
+                f"{TARGET_EXPOSURE}: {m.group(0) if m else r.stdout[-400:] + r.stderr}")
+        if m:
+            print(f"systemd-analyze security: {m.group(1)} {m.group(2)}")
+            ops = ROOT / "docs/operations.md"
+            stated = re.search(r"exposure level[^\n]*?\*\*([\d.]+) (\w+)\*\*",
+                               ops.read_text()) if ops.exists() else None
+            c.check(stated is not None and stated.group(1) == m.group(1),
+                    f"docs/operations.md does not report the exposure level {m.group(1)} "
+                    f"{m.group(2)} as '**{m.group(1)} {m.group(2)}**' "
+                    f"(it says: {stated.group(0) if stated else 'nothing'})")
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@
 #   COMPONENTS (,-separated install components) EXPECT_FILES (,-separated paths under
 #   the prefix)
 #   EXPECT (a regex the consumer's output must match; empty: build only)
-#   EXTRA_ARGS (;-separated -D arguments for the consumer)
+#   EXTRA_ARGS (-D arguments for the consumer) POOL_AUTO (see below)
 cmake_minimum_required(VERSION 3.25)
 
 function(step what)
@@ -44,6 +44,27 @@ if(NOT config_files OR NOT targets_files)
   message(FATAL_ERROR "package test: tpoolConfig.cmake or tpoolTargets.cmake is not installed "
                       "under ${root}/staged (found: '${config_files}' '${targets_files}')")
 endif()
+# POOL_AUTO: the pool consumer calls Pool::create/submit/wait when the
+# installed library defines them (the pool's implementation has landed), and
+# otherwise links only the Status code that the library already has.
+if(POOL_AUTO)
+  file(GLOB_RECURSE pool_lib "${root}/staged/*/libtpool_pool.a")
+  execute_process(COMMAND nm -C --defined-only ${pool_lib} OUTPUT_VARIABLE symbols
+                  RESULT_VARIABLE rc ERROR_QUIET)
+  if(NOT rc EQUAL 0 OR NOT pool_lib)
+    message(FATAL_ERROR "package test: cannot list the symbols of '${pool_lib}' with nm")
+  endif()
+  string(FIND "${symbols}" "tpool::Pool::create(" at)
+  if(at EQUAL -1)
+    message(STATUS "Pool::create is not in ${pool_lib} yet: the consumer links Status only")
+    list(APPEND EXTRA_ARGS -DTPOOL_CONSUMER_RUNS_POOL=OFF)
+    set(EXPECT "status: full: no free descriptor")
+  else()
+    list(APPEND EXTRA_ARGS -DTPOOL_CONSUMER_RUNS_POOL=ON)
+    set(EXPECT "status: full: no free descriptor\ntask: completed counter=1")
+  endif()
+endif()
+
 # The exported targets must not point back into the source or build tree.
 file(READ "${targets_files}" targets_text)
 foreach(tree "${SOURCE_DIR}" "${BUILD_DIR}")

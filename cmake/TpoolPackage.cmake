@@ -113,6 +113,7 @@ install(CODE "
   function(tpool_install_rewritten src dest_dir)
     file(READ \"\${src}\" text)
     string(REPLACE \"/usr/lib/tpool/plugins\" \"\${_prefix}/${TPOOL_INSTALL_PLUGINDIR}\" text \"\${text}\")
+    string(REPLACE \"/usr/share/doc/tpoold\" \"\${_prefix}/${TPOOL_INSTALL_DOCDIR}\" text \"\${text}\")
     string(REPLACE \"/usr/bin/\" \"\${_prefix}/${CMAKE_INSTALL_BINDIR}/\" text \"\${text}\")
     string(REPLACE \"/etc/tpoold\" \"\${_etc}/tpoold\" text \"\${text}\")
     get_filename_component(name \"\${src}\" NAME)

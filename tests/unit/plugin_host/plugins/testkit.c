@@ -110,7 +110,8 @@ static int32_t children(void* ctx, tpool_job* job, const uint8_t* input, size_t 
   n = snprintf(out, sizeof out, "%d", rc);
   for (i = 0; i < 3; ++i)
     n += snprintf(out + n, sizeof out - (size_t)n, "|%d:%.*s:%s", res[i].status,
-                  (int)res[i].output_size, res[i].output ? (const char*)res[i].output : "", res[i].message);
+                  (int)res[i].output_size, res[i].output ? (const char*)res[i].output : "",
+                  res[i].message);
   return host->output_write(job, out, (size_t)n);
 }
 

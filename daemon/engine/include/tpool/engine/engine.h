@@ -1,0 +1,212 @@
+// tpool::engine::Engine: the daemon's job engine. Jobs in, pool tasks out.
+//
+// It owns the job ids, the result store (retention by time, bytes and count),
+// the idempotency keys, the in-flight limit and the drain state, and it runs
+// every job as one pool task that calls the plugin host. It knows nothing of
+// gRPC or protobuf: daemon/rpc translates requests into JobSpecs and engine
+// errors into status codes (docs/architecture.md, "The job engine").
+//
+// Thread safety: every method is safe from any thread (gRPC threads, pool
+// workers). Completion callbacks (DoneFn) run on the thread that ended the job.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tpool/engine/job.h"
+#include "tpool/plugin_host/host.h"
+#include "tpool/pool.h"
+
+namespace tpool::engine {
+
+// Why a request was not accepted (or a lookup failed). daemon/rpc maps each
+// code to one gRPC status.
+enum class ErrorCode : std::uint8_t {
+  kInvalidArgument,     // empty handler, payload over the limit, bad key or labels
+  kNotFound,            // unknown handler, or unknown/expired job id
+  kExhausted,           // in-flight limit or pool full; retry after retry_after
+  kUnavailable,         // draining: no new jobs
+  kFailedPrecondition,  // idempotency key reused with a different request
+};
+
+struct Error {
+  ErrorCode code;
+  std::string message;  // a sentence: what was wrong, the value, what to do
+  std::chrono::milliseconds retry_after{0};
+};
+
+template <class T>
+struct Expected {
+  std::shared_ptr<T> value;  // set on success
+  std::optional<Error> error;
+  bool ok() const noexcept { return !error.has_value(); }
+};
+
+struct EngineLimits {
+  std::size_t max_payload_bytes = 1u << 20;
+  std::size_t max_inflight_jobs = 65536;
+  std::chrono::milliseconds retention{300000};
+  std::size_t max_retained_bytes = 64u << 20;
+  std::size_t max_retained_entries = 100000;
+};
+
+// The daemon's counters for one handler; plain atomics (the metrics exporter
+// and AdminService.Stats read them through Engine::snapshot()).
+struct HandlerCounters {
+  std::atomic<std::uint64_t> submitted{0};
+  std::atomic<std::uint64_t> succeeded{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::uint64_t> cancelled{0};
+  std::atomic<std::uint64_t> timed_out{0};
+};
+
+struct HandlerSnapshot {
+  std::string handler;
+  std::uint64_t submitted = 0, succeeded = 0, failed = 0, cancelled = 0, timed_out = 0;
+};
+
+struct EngineSnapshot {
+  std::uint64_t in_flight = 0;
+  std::uint64_t retained_entries = 0;
+  std::uint64_t retained_bytes = 0;
+  std::uint64_t rejected_invalid = 0;
+  std::uint64_t rejected_not_found = 0;
+  std::uint64_t rejected_full = 0;
+  std::uint64_t rejected_draining = 0;
+  std::uint64_t rejected_conflict = 0;  // idempotency key reused differently
+  std::uint64_t deduplicated = 0;       // requests answered by an earlier job's key
+  std::uint64_t expired = 0;            // results dropped by retention
+  bool draining = false;
+  std::vector<HandlerSnapshot> handlers;  // sorted by name
+};
+
+// A party that stopped submitting because the engine was full (a Stream that
+// stopped reading); called once, from a thread that just ended a job, when
+// there may be room again. Must not block.
+class CapacityWaiter {
+ public:
+  virtual void on_capacity() = 0;
+
+ protected:
+  ~CapacityWaiter() = default;
+};
+
+class Engine {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // pool and host must outlive the engine. clock: retention's time source
+  // (nullptr: steady_clock), injected so tests expire results without sleeping.
+  Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
+         const tpool::Clock* clock = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  struct Submitted {
+    std::shared_ptr<Job> job;
+    bool deduplicated = false;  // an earlier job with the same idempotency key
+    // done will be called. False only for a deduplicated job that had already
+    // ended: read its result now.
+    bool will_notify = false;
+  };
+  // Validates, admits and submits one job. done(user, job) runs once when the
+  // job ends (also for a deduplicated job, unless it had already ended: then
+  // done is not called and the caller reads the result at once).
+  // group_cancel: see Job. On error nothing was submitted.
+  Expected<Submitted> submit(JobSpec spec, DoneFn done, void* user,
+                             const std::atomic<bool>* group_cancel = nullptr);
+
+  // A retained job (Submit, or keyed), queued, running or ended.
+  Expected<Job> find(std::uint64_t id);
+
+  // The retention sweep by time; the daemon calls it about once a second.
+  void expire();
+
+  // Stop accepting jobs (kUnavailable). Idempotent.
+  void begin_drain();
+  bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
+  // Make every running handler see is_cancelled() (second signal, drain
+  // timeout). Queued jobs are cancelled by the pool's kCancelPending shutdown.
+  void cancel_all();
+  // Wait until no job is in flight; false on timeout.
+  bool wait_idle(std::chrono::nanoseconds timeout);
+
+  // Register a waiter called once when capacity may be free (see
+  // CapacityWaiter). Returns false (and does not register) when there is room
+  // right now, so the caller retries immediately.
+  bool wait_for_capacity(CapacityWaiter* w);
+
+  std::uint64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  EngineSnapshot snapshot() const;
+  const EngineLimits& limits() const noexcept { return limits_; }
+  Pool& pool() noexcept { return pool_; }
+  const plugin_host::Host& host() const noexcept { return host_; }
+
+ private:
+  friend class Job;
+  friend struct JobTask;
+  HandlerCounters& counters_for(const std::string& handler);
+  void on_job_final(Job& job);  // accounting and retention once a job ended
+  void retain_locked(const std::shared_ptr<Job>& job);
+  void evict_locked(Clock::time_point now);
+  Clock::time_point now() const noexcept;
+  std::optional<Error> validate(const JobSpec& spec) const;
+  std::vector<plugin_host::InvokeResult> run_children(Job& parent, std::string_view handler,
+                                                      std::span<const std::string_view> inputs);
+
+  Pool& pool_;
+  const plugin_host::Host& host_;
+  const EngineLimits limits_;
+  const tpool::Clock* clock_;
+
+  std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::uint64_t> in_flight_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> cancel_all_{false};
+
+  // Rejections; relaxed: counters read only for reporting.
+  std::atomic<std::uint64_t> rejected_invalid_{0};
+  std::atomic<std::uint64_t> rejected_not_found_{0};
+  std::atomic<std::uint64_t> rejected_full_{0};
+  std::atomic<std::uint64_t> rejected_draining_{0};
+  std::atomic<std::uint64_t> rejected_conflict_{0};
+  std::atomic<std::uint64_t> deduplicated_{0};
+  std::atomic<std::uint64_t> expired_{0};
+
+  mutable std::shared_mutex counters_mu_;
+  std::unordered_map<std::string, std::unique_ptr<HandlerCounters>> counters_;  // by counters_mu_
+
+  // The result store: retained jobs by id, their keys, and the ended ones in
+  // the order they ended (retention evicts from the front).
+  mutable std::mutex store_mu_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<Job>> retained_;  // by store_mu_
+  std::unordered_map<std::string, std::uint64_t> keys_;               // by store_mu_
+  struct Ended {
+    Clock::time_point at;
+    std::uint64_t id;
+    std::size_t bytes;
+  };
+  std::deque<Ended> ended_;                       // by store_mu_
+  std::size_t retained_bytes_ = 0;                // by store_mu_, ended jobs only
+  std::atomic<std::uint64_t> retained_count_{0};  // relaxed mirror for snapshot
+  std::atomic<std::uint64_t> retained_bytes_mirror_{0};
+
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+
+  std::mutex capacity_mu_;
+  std::vector<CapacityWaiter*> capacity_waiters_;  // by capacity_mu_
+  std::atomic<std::size_t> capacity_waiter_count_{0};
+};
+
+}  // namespace tpool::engine

@@ -1,0 +1,156 @@
+// tpool::engine::Job: one accepted job, from submission to its final state.
+//
+// Thread safety, numbered invariants cited in job.cc and engine.cc:
+//  (1) state_ moves QUEUED -> RUNNING -> final, or QUEUED -> final, and only
+//      through Job::transition(from, to) (a CAS). Exactly one caller wins the
+//      move to a final state; only the winner writes the result fields and
+//      notifies the waiters.
+//  (2) The result fields (output_, message_, wait/run times) are written by
+//      the winner of (1) before it publishes the final state with a release
+//      store (inside transition's CAS); readers check final() (acquire) before
+//      reading them, and never write them.
+//  (3) waiters_ is guarded by mu_. The winner of (1) takes the list under mu_
+//      after publishing the final state, so add_waiter either sees the final
+//      state (and returns false) or its waiter is in the list the winner takes.
+//      remove_waiter is true only if the waiter was still in the list: then
+//      it will never be called.
+//  (4) A Job is shared (std::shared_ptr): the pool task holds one reference
+//      (self_) from submit until the task ends, the result store one while it
+//      retains the job, each RPC one while it uses it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tpool/plugin_host/host.h"
+#include "tpool/pool.h"
+
+namespace tpool::engine {
+
+// Where a job is: one line per state saying who holds it there.
+enum class JobState : std::uint8_t {
+  kQueued = 0,     // accepted; a pool descriptor holds it until a worker takes it
+  kRunning = 1,    // a worker is inside its handler
+  kSucceeded = 2,  // final: handler returned OK; output is the result
+  kFailed = 3,     // final: handler failed (or threw); message says why
+  kCancelled = 4,  // final: Cancel, the client went away, or shutdown
+  kTimedOut = 5,   // final: its deadline passed (queued or running)
+};
+inline bool is_final(JobState s) noexcept {
+  return s >= JobState::kSucceeded;
+}
+std::string_view to_string(JobState s) noexcept;
+
+// Which lane a request asked for.
+enum class LaneChoice : std::uint8_t { kHandlerHint, kDefault, kBlocking };
+
+// A request, free of protocol types.
+struct JobSpec {
+  std::string handler;
+  std::string payload;
+  LaneChoice lane = LaneChoice::kHandlerHint;
+  // Absolute deadline (job timeout and call deadline, the earlier); max: none.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::string idempotency_key;
+  std::vector<std::pair<std::string, std::string>> labels;
+  // Keep the job in the result store for Wait/Get/Cancel (Submit). A job with
+  // an idempotency key is always retained.
+  bool retain = false;
+  std::uint64_t tag = 0;  // the client's correlation tag (Stream), carried through
+};
+
+class Job;
+class Engine;
+
+// Called once when a job reaches its final state, on the thread that ended it
+// (a pool worker, or the thread that cancelled a queued job). Must not block.
+using DoneFn = void (*)(void* user, Job& job);
+
+class Job final : public plugin_host::JobServices {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  std::uint64_t id() const noexcept { return id_; }
+  const std::string& handler_name() const noexcept { return spec_.handler; }
+  const JobSpec& spec() const noexcept { return spec_; }
+  Lane lane() const noexcept { return lane_; }
+  JobState state() const noexcept { return state_.load(std::memory_order_acquire); }  // (inv 2)
+  bool final() const noexcept { return is_final(state()); }
+
+  // Valid once final() (inv 2).
+  const std::string& output() const noexcept { return output_; }
+  const std::string& message() const noexcept { return message_; }
+  std::chrono::microseconds wait_time() const noexcept;  // so far, while queued
+  std::chrono::microseconds run_time() const noexcept;   // so far, while running
+  std::chrono::system_clock::time_point accepted_wall() const noexcept { return accepted_wall_; }
+  std::pair<double, std::string> progress_snapshot() const;
+  // Bytes this job holds in the result store.
+  std::size_t retained_bytes() const noexcept;
+
+  // Registers fn(user, *this) to run when the job ends; false if it already
+  // has (then fn is not called: read the result now). (inv 3)
+  bool add_waiter(DoneFn fn, void* user);
+  // True if the waiter was removed before being called (it never will be).
+  bool remove_waiter(DoneFn fn, void* user);
+
+  // Requests cancellation. A queued job ends CANCELLED at once; a running one
+  // sees is_cancelled() and ends when its handler returns.
+  void cancel();
+
+  // plugin_host::JobServices
+  bool is_cancelled() const noexcept override;
+  std::optional<std::chrono::nanoseconds> remaining() const noexcept override;
+  bool deadline_passed() const noexcept override;
+  void log(plugin_host::LogLevel level, std::string_view message) noexcept override;
+  void progress(double fraction, std::string_view note) noexcept override;
+  std::vector<plugin_host::InvokeResult> run_children(
+      std::string_view handler, std::span<const std::string_view> inputs) override;
+
+  Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
+      const std::atomic<bool>* group_cancel);
+
+ private:
+  friend class Engine;
+  // (inv 1) CAS from -> to; the only way state_ changes.
+  bool transition(JobState from, JobState to) noexcept;
+  // Moves the job from `from` to the final state `to` with the given result;
+  // false if it was not in `from` (another caller moved it first) (inv 1).
+  bool finish(JobState from, JobState to, std::string output, std::string message);
+
+  Engine& engine_;
+  const std::uint64_t id_;
+  JobSpec spec_;
+  plugin_host::HandlerRef handler_;
+  const Lane lane_;
+  // Set by the call that owns a group of jobs (a Stream): cancelling the call
+  // cancels them all. May be null. Outlives the job's task.
+  const std::atomic<bool>* group_cancel_;
+  CancelToken token_;
+  std::atomic<JobState> state_{JobState::kQueued};
+  const Clock::time_point accepted_ = Clock::now();
+  const std::chrono::system_clock::time_point accepted_wall_ = std::chrono::system_clock::now();
+  std::atomic<std::int64_t> started_ns_{0};   // relaxed: a timing figure only
+  std::atomic<std::int64_t> finished_ns_{0};  // relaxed: a timing figure only
+  std::string output_;                        // (inv 2)
+  std::string message_;                       // (inv 2)
+
+  mutable std::mutex mu_;
+  std::vector<std::pair<DoneFn, void*>> waiters_;  // guarded by mu_ (inv 3)
+  double progress_ = 0;                            // guarded by mu_
+  std::string progress_note_;                      // guarded by mu_
+
+  // Idempotency: a repeat of the key must name the same handler and payload;
+  // the payload itself is released once the handler has run.
+  std::size_t payload_hash_ = 0;
+  std::shared_ptr<Job> self_;  // the pool task's reference (inv 4)
+  bool retained_ = false;      // set before submission, then read-only
+  friend struct JobTask;
+};
+
+}  // namespace tpool::engine

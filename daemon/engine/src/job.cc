@@ -1,0 +1,184 @@
+// Job: state transitions, waiters, and the services a handler sees
+// (invariants in tpool/engine/job.h).
+#include "tpool/engine/job.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "tpool/engine/engine.h"
+
+namespace tpool::engine {
+
+std::string_view to_string(JobState s) noexcept {
+  switch (s) {
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
+    case JobState::kTimedOut:
+      return "timed_out";
+  }
+  return "unknown";
+}
+
+namespace {
+std::int64_t now_ns() noexcept {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+}  // namespace
+
+Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
+         const std::atomic<bool>* group_cancel)
+    : engine_(engine),
+      id_(id),
+      spec_(std::move(spec)),
+      handler_(std::move(handler)),
+      lane_(lane),
+      group_cancel_(group_cancel) {
+  if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
+}
+
+bool Job::transition(JobState from, JobState to) noexcept {
+  // (inv 1, 2) release: publishes the result fields written before a move to
+  // a final state; pairs with the acquire load in state().
+  return state_.compare_exchange_strong(from, to, std::memory_order_acq_rel,
+                                        std::memory_order_acquire);
+}
+
+bool Job::finish(JobState from, JobState to, std::string output, std::string message) {
+  // (inv 1) The finishers (the worker, a canceller of a queued job, the
+  // pool's on_cancel) serialise on mu_, so the result fields are written only
+  // by the one whose CAS from `from` succeeds; a worker's QUEUED -> RUNNING
+  // CAS (outside mu_) simply makes a canceller's CAS from QUEUED fail.
+  std::vector<std::pair<DoneFn, void*>> waiters;
+  {
+    std::lock_guard lock(mu_);
+    if (state_.load(std::memory_order_acquire) != from) return false;
+    output_ = std::move(output);
+    message_ = std::move(message);
+    finished_ns_.store(now_ns(), std::memory_order_relaxed);
+    if (!transition(from, to)) return false;  // a worker started it meanwhile
+    waiters.swap(waiters_);                   // (inv 3)
+  }
+  engine_.on_job_final(*this);
+  for (auto& [fn, user] : waiters) fn(user, *this);
+  return true;
+}
+
+bool Job::add_waiter(DoneFn fn, void* user) {
+  std::lock_guard lock(mu_);
+  if (final()) return false;  // (inv 3)
+  waiters_.emplace_back(fn, user);
+  return true;
+}
+
+bool Job::remove_waiter(DoneFn fn, void* user) {
+  std::lock_guard lock(mu_);
+  auto it = std::find(waiters_.begin(), waiters_.end(), std::make_pair(fn, user));
+  if (it == waiters_.end()) return false;
+  waiters_.erase(it);
+  return true;
+}
+
+void Job::cancel() {
+  token_.cancel();
+  // A queued job ends now; the pool sees the token when it dequeues the task
+  // and calls on_cancel, which finds the job final and only releases it.
+  finish(JobState::kQueued, JobState::kCancelled, {},
+         "job " + std::to_string(id_) + " was cancelled before it started");
+}
+
+std::chrono::microseconds Job::wait_time() const noexcept {
+  std::int64_t start = started_ns_.load(std::memory_order_relaxed);
+  std::int64_t accepted = accepted_.time_since_epoch().count();
+  if (start == 0) {
+    std::int64_t end = finished_ns_.load(std::memory_order_relaxed);
+    start = end != 0 ? end : now_ns();
+  }
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::nanoseconds(std::max<std::int64_t>(0, start - accepted)));
+}
+
+std::chrono::microseconds Job::run_time() const noexcept {
+  std::int64_t start = started_ns_.load(std::memory_order_relaxed);
+  if (start == 0) return std::chrono::microseconds(0);
+  std::int64_t end = finished_ns_.load(std::memory_order_relaxed);
+  if (end == 0) end = now_ns();
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::nanoseconds(std::max<std::int64_t>(0, end - start)));
+}
+
+std::pair<double, std::string> Job::progress_snapshot() const {
+  std::lock_guard lock(mu_);
+  return {progress_, progress_note_};
+}
+
+std::size_t Job::retained_bytes() const noexcept {
+  // The fixed part is an estimate of the Job object and its map entries:
+  // picked by hand (sizeof(Job) is about 400 bytes on x86-64).
+  std::size_t labels = 0;
+  for (const auto& [k, v] : spec_.labels) labels += k.size() + v.size();
+  return 512 + output_.size() + message_.size() + spec_.idempotency_key.size() + labels;
+}
+
+bool Job::is_cancelled() const noexcept {
+  if (token_.is_cancelled()) return true;
+  // relaxed: a flag polled repeatedly; a late observation only delays the
+  // handler's stop by one poll.
+  if (group_cancel_ != nullptr && group_cancel_->load(std::memory_order_relaxed)) return true;
+  return engine_.cancel_all_.load(std::memory_order_relaxed);
+}
+
+std::optional<std::chrono::nanoseconds> Job::remaining() const noexcept {
+  if (spec_.deadline == Clock::time_point::max()) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(spec_.deadline - Clock::now());
+}
+
+bool Job::deadline_passed() const noexcept {
+  return token_.reason() == CancelToken::Reason::kDeadline;
+}
+
+void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {
+  spdlog::level::level_enum l = spdlog::level::info;
+  switch (level) {
+    case plugin_host::LogLevel::kDebug:
+      l = spdlog::level::debug;
+      break;
+    case plugin_host::LogLevel::kInfo:
+      l = spdlog::level::info;
+      break;
+    case plugin_host::LogLevel::kWarn:
+      l = spdlog::level::warn;
+      break;
+    case plugin_host::LogLevel::kError:
+      l = spdlog::level::err;
+      break;
+  }
+  try {
+    spdlog::log(l, "job {} handler {}: {}", id_, spec_.handler, message);
+  } catch (...) {  // a log line is never worth a failed job
+  }
+}
+
+void Job::progress(double fraction, std::string_view note) noexcept {
+  try {
+    std::lock_guard lock(mu_);
+    progress_ = fraction;
+    progress_note_.assign(note);
+  } catch (...) {  // bad_alloc for the note: keep the old one
+  }
+}
+
+std::vector<plugin_host::InvokeResult> Job::run_children(std::string_view handler,
+                                                         std::span<const std::string_view> inputs) {
+  return engine_.run_children(*this, handler, inputs);
+}
+
+}  // namespace tpool::engine

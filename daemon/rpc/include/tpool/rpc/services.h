@@ -1,0 +1,120 @@
+// tpool::rpc: the gRPC services of tpoold (callback API).
+//
+// Requests become engine JobSpecs; engine results and errors become replies
+// and gRPC status codes, chosen here and only here (docs/api.md lists them).
+// No reactor ever blocks: a job's result completes its RPC from the pool
+// worker that ended the job.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tpool/engine/engine.h"
+#include "tpool/v1/admin.grpc.pb.h"
+#include "tpool/v1/jobs.grpc.pb.h"
+
+namespace tpool::rpc {
+
+struct RpcLimits {
+  std::uint64_t max_streams = 1024;
+  std::uint64_t stream_window = 4096;  // in-flight jobs per Stream call
+};
+
+// Counters of the rpc layer; plain atomics, read through snapshot().
+struct RpcSnapshot {
+  std::uint64_t streams_active = 0;
+  std::uint64_t streams_total = 0;
+  std::uint64_t streams_rejected = 0;
+};
+
+class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
+ public:
+  JobServiceImpl(engine::Engine& engine, RpcLimits limits) : engine_(engine), limits_(limits) {}
+
+  grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
+                                    const tpool::v1::JobRequest* req,
+                                    tpool::v1::JobResult* resp) override;
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx,
+                                   const tpool::v1::JobRequest* req,
+                                   tpool::v1::JobRef* resp) override;
+  grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* ctx,
+                                        const tpool::v1::JobBatch* req,
+                                        tpool::v1::JobRefs* resp) override;
+  grpc::ServerBidiReactor<tpool::v1::JobBatch, tpool::v1::ResultBatch>* Stream(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* ctx,
+                                 const tpool::v1::WaitRequest* req,
+                                 tpool::v1::JobResult* resp) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const tpool::v1::JobRef* req,
+                                tpool::v1::JobStatus* resp) override;
+  grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* ctx, const tpool::v1::JobRef* req,
+                                   tpool::v1::CancelReply* resp) override;
+  grpc::ServerUnaryReactor* ListHandlers(grpc::CallbackServerContext* ctx,
+                                         const tpool::v1::ListHandlersRequest* req,
+                                         tpool::v1::ListHandlersReply* resp) override;
+
+  RpcSnapshot snapshot() const noexcept;
+  engine::Engine& engine() noexcept { return engine_; }
+  const RpcLimits& limits() const noexcept { return limits_; }
+
+  // Used by the stream reactor (stream.cc).
+  std::atomic<std::uint64_t> streams_active{0};
+  std::atomic<std::uint64_t> streams_total{0};
+  std::atomic<std::uint64_t> streams_rejected{0};
+
+ private:
+  engine::Engine& engine_;
+  const RpcLimits limits_;
+};
+
+// What AdminService needs from the daemon's lifecycle (daemon/server
+// implements it).
+class Lifecycle {
+ public:
+  struct DrainOutcome {
+    bool drained = false;
+    std::uint64_t finished = 0;
+    std::uint64_t cancelled = 0;
+  };
+  virtual ~Lifecycle() = default;
+  virtual std::string state() const = 0;  // "serving", "draining", "stopping"
+  virtual std::chrono::milliseconds uptime() const = 0;
+  virtual std::uint64_t plugin_reloads() const = 0;
+  // Reload the plugins now; the sentence says what happened or why it failed.
+  virtual bool reload_plugins(std::string* sentence) = 0;
+  // Start a shutdown (idempotent); done (may be empty) runs when the drain
+  // part ends, on a daemon thread, before the process stops serving.
+  virtual void shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
+                        std::function<void(const DrainOutcome&)> done) = 0;
+};
+
+class AdminServiceImpl final : public tpool::v1::AdminService::CallbackService {
+ public:
+  AdminServiceImpl(engine::Engine& engine, const JobServiceImpl& jobs, Lifecycle& life,
+                   std::string version)
+      : engine_(engine), jobs_(jobs), life_(life), version_(std::move(version)) {}
+
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
+                                  const tpool::v1::StatsRequest* req,
+                                  tpool::v1::StatsReply* resp) override;
+  grpc::ServerUnaryReactor* ReloadPlugins(grpc::CallbackServerContext* ctx,
+                                          const tpool::v1::ReloadPluginsRequest* req,
+                                          tpool::v1::ReloadPluginsReply* resp) override;
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx,
+                                  const tpool::v1::DrainRequest* req,
+                                  tpool::v1::DrainReply* resp) override;
+  grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
+                                     const tpool::v1::ShutdownRequest* req,
+                                     tpool::v1::ShutdownReply* resp) override;
+
+ private:
+  engine::Engine& engine_;
+  const JobServiceImpl& jobs_;
+  Lifecycle& life_;
+  const std::string version_;
+};
+
+}  // namespace tpool::rpc

@@ -1,0 +1,119 @@
+#include "convert.h"
+
+namespace tpool::rpc {
+
+using engine::ErrorCode;
+
+std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
+                                     std::chrono::system_clock::time_point call_deadline,
+                                     bool retain, engine::JobSpec& spec) {
+  switch (req.lane()) {
+    case tpool::v1::LANE_UNSPECIFIED:
+      spec.lane = engine::LaneChoice::kHandlerHint;
+      break;
+    case tpool::v1::LANE_DEFAULT:
+      spec.lane = engine::LaneChoice::kDefault;
+      break;
+    case tpool::v1::LANE_BLOCKING:
+      spec.lane = engine::LaneChoice::kBlocking;
+      break;
+    default:
+      return engine::Error{ErrorCode::kInvalidArgument,
+                           "lane " + std::to_string(req.lane()) +
+                               " is not valid; use LANE_UNSPECIFIED (0), LANE_DEFAULT (1) or "
+                               "LANE_BLOCKING (2)"};
+  }
+  spec.handler = req.handler();
+  spec.payload = req.payload();
+  spec.idempotency_key = req.idempotency_key();
+  spec.labels.assign(req.labels().begin(), req.labels().end());
+  spec.retain = retain;
+  spec.tag = req.tag();
+  auto now = std::chrono::steady_clock::now();
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  if (req.timeout_ms() != 0) {
+    // Clamp to ~100 years so the addition cannot overflow.
+    std::uint64_t ms = std::min<std::uint64_t>(req.timeout_ms(), 3'000'000'000'000ull);
+    deadline = now + std::chrono::milliseconds(ms);
+  }
+  if (call_deadline != std::chrono::system_clock::time_point::max()) {
+    auto left = call_deadline - std::chrono::system_clock::now();
+    deadline = std::min(deadline, now + std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+  }
+  spec.deadline = deadline;
+  return std::nullopt;
+}
+
+tpool::v1::JobState to_proto(engine::JobState s) noexcept {
+  switch (s) {
+    case engine::JobState::kQueued:
+      return tpool::v1::JOB_STATE_QUEUED;
+    case engine::JobState::kRunning:
+      return tpool::v1::JOB_STATE_RUNNING;
+    case engine::JobState::kSucceeded:
+      return tpool::v1::JOB_STATE_SUCCEEDED;
+    case engine::JobState::kFailed:
+      return tpool::v1::JOB_STATE_FAILED;
+    case engine::JobState::kCancelled:
+      return tpool::v1::JOB_STATE_CANCELLED;
+    case engine::JobState::kTimedOut:
+      return tpool::v1::JOB_STATE_TIMED_OUT;
+  }
+  return tpool::v1::JOB_STATE_UNSPECIFIED;
+}
+
+tpool::v1::Lane to_proto(Lane lane) noexcept {
+  return lane == Lane::kBlocking ? tpool::v1::LANE_BLOCKING : tpool::v1::LANE_DEFAULT;
+}
+
+void fill_result(const engine::Job& job, tpool::v1::JobResult& out) {
+  out.set_job_id(job.id());
+  out.set_state(to_proto(job.state()));
+  out.set_output(job.output());
+  out.set_message(job.message());
+  out.set_tag(job.spec().tag);
+  out.set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
+  out.set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
+}
+
+namespace {
+grpc::StatusCode grpc_code(ErrorCode c) noexcept {
+  switch (c) {
+    case ErrorCode::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::kExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kFailedPrecondition:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+  }
+  return grpc::StatusCode::INTERNAL;  // unreachable: a new ErrorCode without a mapping is a bug
+}
+}  // namespace
+
+grpc::Status to_status(const engine::Error& e, grpc::CallbackServerContext* ctx) {
+  if (ctx != nullptr && e.retry_after.count() > 0) {
+    ctx->AddTrailingMetadata("retry-after-ms", std::to_string(e.retry_after.count()));
+  }
+  return {grpc_code(e.code), e.message};
+}
+
+int code_number(const engine::Error& e) noexcept {
+  return static_cast<int>(grpc_code(e.code));
+}
+
+grpc::Status status_of(const engine::Job& job) {
+  switch (job.state()) {
+    case engine::JobState::kTimedOut:
+      return {grpc::StatusCode::DEADLINE_EXCEEDED, job.message()};
+    case engine::JobState::kCancelled:
+      return {grpc::StatusCode::CANCELLED, job.message()};
+    default:
+      return grpc::Status::OK;
+  }
+}
+
+}  // namespace tpool::rpc

@@ -1,0 +1,204 @@
+// JobService's unary RPCs. Execute and Wait finish from the thread that ends
+// the job; the others answer at once.
+#include <atomic>
+#include <mutex>
+
+#include "convert.h"
+#include "tpool/rpc/services.h"
+
+namespace tpool::rpc {
+
+namespace {
+
+// A unary call that waits for a job: Execute (owns the job) or Wait (or an
+// Execute deduplicated onto an earlier job: only watches it).
+//
+// Lifetime: two references, gRPC's (dropped in OnDone) and the starting
+// thread's (dropped when start() returns): the job's waiter may Finish the
+// call, and gRPC may call OnDone, before start() has returned.
+class JobWaitReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit JobWaitReactor(tpool::v1::JobResult* resp) : resp_(resp) {}
+
+  // After submitting (or finding) the job: waits for it, or answers now.
+  void watch(std::shared_ptr<engine::Job> job, bool owns, bool will_notify) {
+    {
+      std::lock_guard lock(mu_);
+      job_ = job;
+      owns_ = owns;
+    }
+    if (!will_notify) done(this, *job);  // already final
+    unref();
+  }
+  void fail(const grpc::Status& s) {
+    Finish(s);
+    unref();
+  }
+
+  static void done(void* user, engine::Job& job) {
+    auto* self = static_cast<JobWaitReactor*>(user);
+    fill_result(job, *self->resp_);
+    self->Finish(status_of(job));
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<engine::Job> job;
+    bool owns = false;
+    {
+      std::lock_guard lock(mu_);
+      job = job_;
+      owns = owns_;
+    }
+    if (!job) return;  // not yet watching: watch() or fail() will Finish
+    if (owns) {
+      job->cancel();  // the job ends (CANCELLED) and its waiter finishes the call
+    } else if (job->remove_waiter(&JobWaitReactor::done, this)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled by the client"));
+    }
+  }
+  void OnDone() override { unref(); }
+
+ private:
+  void unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  tpool::v1::JobResult* resp_;
+  std::atomic<int> refs_{2};
+  std::mutex mu_;
+  std::shared_ptr<engine::Job> job_;  // guarded by mu_
+  bool owns_ = false;                 // guarded by mu_
+};
+
+grpc::ServerUnaryReactor* finish_now(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
+  auto* r = ctx->DefaultReactor();
+  r->Finish(s);
+  return r;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* ctx,
+                                                  const tpool::v1::JobRequest* req,
+                                                  tpool::v1::JobResult* resp) {
+  auto* r = new JobWaitReactor(resp);
+  engine::JobSpec spec;
+  if (auto err = to_spec(*req, ctx->deadline(), false, spec)) {
+    r->fail(to_status(*err, ctx));
+    return r;
+  }
+  auto sub = engine_.submit(std::move(spec), &JobWaitReactor::done, r);
+  if (!sub.ok()) {
+    r->fail(to_status(*sub.error, ctx));
+    return r;
+  }
+  r->watch(sub.value->job, !sub.value->deduplicated, sub.value->will_notify);
+  return r;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ctx,
+                                                 const tpool::v1::JobRequest* req,
+                                                 tpool::v1::JobRef* resp) {
+  engine::JobSpec spec;
+  // A submitted job outlives the call: the call's deadline bounds only the
+  // call, not the job (use timeout_ms for that).
+  if (auto err = to_spec(*req, std::chrono::system_clock::time_point::max(), true, spec)) {
+    return finish_now(ctx, to_status(*err, ctx));
+  }
+  auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
+  if (!sub.ok()) return finish_now(ctx, to_status(*sub.error, ctx));
+  resp->set_job_id(sub.value->job->id());
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContext* ctx,
+                                                      const tpool::v1::JobBatch* req,
+                                                      tpool::v1::JobRefs* resp) {
+  resp->mutable_items()->Reserve(req->jobs_size());
+  for (const auto& item : req->jobs()) {
+    auto* out = resp->add_items();
+    out->set_tag(item.tag());
+    engine::JobSpec spec;
+    std::optional<engine::Error> err =
+        to_spec(item, std::chrono::system_clock::time_point::max(), true, spec);
+    if (!err) {
+      auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
+      if (sub.ok()) {
+        out->set_job_id(sub.value->job->id());
+        continue;
+      }
+      err = std::move(sub.error);
+    }
+    out->set_code(code_number(*err));
+    out->set_message(err->message);
+  }
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
+                                               const tpool::v1::WaitRequest* req,
+                                               tpool::v1::JobResult* resp) {
+  auto found = engine_.find(req->job_id());
+  if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
+  auto* r = new JobWaitReactor(resp);
+  bool will_notify = found.value->add_waiter(&JobWaitReactor::done, r);
+  r->watch(found.value, false, will_notify);
+  return r;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
+                                              const tpool::v1::JobRef* req,
+                                              tpool::v1::JobStatus* resp) {
+  auto found = engine_.find(req->job_id());
+  if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
+  const engine::Job& job = *found.value;
+  engine::JobState state = job.state();
+  resp->set_job_id(job.id());
+  resp->set_handler(job.handler_name());
+  resp->set_state(to_proto(state));
+  resp->set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
+  resp->set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
+  auto [fraction, note] = job.progress_snapshot();
+  resp->set_progress(engine::is_final(state) && state == engine::JobState::kSucceeded ? 1.0
+                                                                                      : fraction);
+  resp->set_progress_message(note);
+  if (engine::is_final(state)) resp->set_message(job.message());
+  for (const auto& [k, v] : job.spec().labels) (*resp->mutable_labels())[k] = v;
+  resp->set_accepted_unix_ms(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(job.accepted_wall().time_since_epoch())
+          .count()));
+  resp->set_lane(to_proto(job.lane()));
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::Cancel(grpc::CallbackServerContext* ctx,
+                                                 const tpool::v1::JobRef* req,
+                                                 tpool::v1::CancelReply* resp) {
+  auto found = engine_.find(req->job_id());
+  if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
+  found.value->cancel();
+  resp->set_state(to_proto(found.value->state()));
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListHandlers(grpc::CallbackServerContext* ctx,
+                                                       const tpool::v1::ListHandlersRequest*,
+                                                       tpool::v1::ListHandlersReply* resp) {
+  for (const auto& h : engine_.host().list()) {
+    auto* out = resp->add_handlers();
+    out->set_name(h.name);
+    out->set_plugin(h.plugin_name);
+    out->set_plugin_version(h.plugin_version);
+    out->set_path(h.plugin_file);
+    out->set_description(h.description);
+    out->set_lane_hint(to_proto(h.lane));
+  }
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+RpcSnapshot JobServiceImpl::snapshot() const noexcept {
+  return {streams_active.load(std::memory_order_relaxed),
+          streams_total.load(std::memory_order_relaxed),
+          streams_rejected.load(std::memory_order_relaxed)};
+}
+
+}  // namespace tpool::rpc

@@ -1,0 +1,251 @@
+// JobService.Stream: pipelined submission over one bidi call.
+//
+// Thread safety (numbered invariants, cited below):
+//  (S1) Every field below mu_ is guarded by mu_. gRPC operations (StartRead,
+//       StartWrite, Finish) are never started while mu_ is held: a reaction
+//       may run inline on the calling thread and take mu_ itself. Decisions
+//       are made under mu_ and recorded as Actions, then carried out.
+//  (S2) At most one read and one write are outstanding (reading_, writing_).
+//       out_writing_ belongs to gRPC while writing_; results gather in
+//       out_pending_ meanwhile and go out in one message when the write ends
+//       (coalescing).
+//  (S3) Backpressure: items of the current upstream message are submitted in
+//       order; when the stream's window (stream_window in-flight jobs) is
+//       full, or the engine is full, the rest wait in in_ and no read is
+//       started, so HTTP/2 flow control pushes back on the client. A job end
+//       of this stream (window) or the engine's capacity callback (engine
+//       full) resumes submitting.
+//  (S4) The reactor lives until gRPC's OnDone, every job of this stream has
+//       reported, and the engine no longer holds it as a capacity waiter:
+//       refs_ counts those holders.
+#include <atomic>
+#include <mutex>
+
+#include "convert.h"
+#include "tpool/rpc/services.h"
+
+namespace tpool::rpc {
+namespace {
+
+using tpool::v1::JobBatch;
+using tpool::v1::ResultBatch;
+
+class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch>,
+                            public engine::CapacityWaiter {
+ public:
+  StreamReactor(JobServiceImpl& svc, grpc::CallbackServerContext* ctx) : svc_(svc), ctx_(ctx) {
+    svc_.streams_total.fetch_add(1, std::memory_order_relaxed);
+    if (svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams) {
+      svc_.streams_rejected.fetch_add(1, std::memory_order_relaxed);
+      finished_ = true;  // no other thread sees the reactor yet (S1)
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          std::to_string(svc_.limits().max_streams) +
+                              " streams are open (server.max_streams); close one or retry later"));
+      return;
+    }
+    reading_ = true;  // as above
+    StartRead(&in_);
+  }
+
+  ~StreamReactor() override { svc_.streams_active.fetch_sub(1, std::memory_order_relaxed); }
+
+  void OnReadDone(bool ok) override {
+    Actions a;
+    {
+      std::lock_guard lock(mu_);  // (S1)
+      reading_ = false;
+      if (!ok) {
+        read_closed_ = true;
+        in_.Clear();
+        next_item_ = 0;
+      } else {
+        next_item_ = 0;
+        pump_locked();
+      }
+      decide_locked(a);
+    }
+    act(a);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Actions a;
+    {
+      std::lock_guard lock(mu_);
+      writing_ = false;
+      out_writing_.Clear();
+      if (!ok) write_broken_ = true;  // the client is gone; OnCancel follows
+      decide_locked(a);
+    }
+    act(a);
+  }
+
+  void OnCancel() override {
+    // relaxed is enough: the jobs poll it (Job::is_cancelled); ordering with
+    // the state below is by mu_.
+    cancelled_.store(true, std::memory_order_relaxed);
+    Actions a;
+    {
+      std::lock_guard lock(mu_);
+      cancelled_seen_ = true;
+      decide_locked(a);
+    }
+    act(a);
+  }
+
+  void OnDone() override { unref(); }
+
+  // engine::CapacityWaiter: the engine may have room again (S3).
+  void on_capacity() override {
+    Actions a;
+    {
+      std::lock_guard lock(mu_);
+      waiting_capacity_ = false;
+      pump_locked();
+      decide_locked(a);
+    }
+    act(a);
+    unref();  // (S4) the engine's reference
+  }
+
+  static void job_done(void* user, engine::Job& job) {
+    auto* self = static_cast<StreamReactor*>(user);
+    Actions a;
+    {
+      std::lock_guard lock(self->mu_);
+      --self->in_flight_;
+      fill_result(job, *self->out_pending_.add_results());
+      self->pump_locked();  // (S3) a window slot is free
+      self->decide_locked(a);
+    }
+    self->act(a);
+    self->unref();  // (S4) this job's reference
+  }
+
+ private:
+  struct Actions {
+    bool read = false;
+    bool write = false;
+    bool finish = false;
+    grpc::Status status;
+  };
+
+  // Submit the waiting items of in_, in order, until the window or the
+  // engine is full (S3).
+  void pump_locked() {
+    while (next_item_ < in_.jobs_size()) {
+      if (cancelled_seen_) {  // nobody will read the results
+        next_item_ = in_.jobs_size();
+        break;
+      }
+      if (waiting_capacity_ || in_flight_ >= svc_.limits().stream_window) return;
+      const auto& item = in_.jobs(next_item_);
+      engine::JobSpec spec;
+      std::optional<engine::Error> err = to_spec(item, ctx_->deadline(), false, spec);
+      if (!err) {
+        refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) for the job, or the waiter
+        auto sub =
+            svc_.engine().submit(std::move(spec), &StreamReactor::job_done, this, &cancelled_);
+        if (sub.ok()) {
+          ++next_item_;
+          if (sub.value->will_notify) {
+            ++in_flight_;
+          } else {  // a deduplicated job that had already ended
+            fill_result(*sub.value->job, *out_pending_.add_results());
+            refs_.fetch_sub(1, std::memory_order_relaxed);
+          }
+          continue;
+        }
+        if (sub.error->code == engine::ErrorCode::kExhausted) {
+          // Keep the item; resume when there is room. The reference taken
+          // above now belongs to the engine's waiter list.
+          if (svc_.engine().wait_for_capacity(this)) {
+            waiting_capacity_ = true;
+            return;
+          }
+          refs_.fetch_sub(1, std::memory_order_relaxed);
+          continue;  // room right now: try again
+        }
+        refs_.fetch_sub(1, std::memory_order_relaxed);
+        err = std::move(sub.error);
+      }
+      auto* r = out_pending_.add_results();
+      r->set_tag(item.tag());
+      r->set_code(code_number(*err));
+      r->set_message(err->message);
+      ++next_item_;
+    }
+  }
+
+  // What to start now (S1, S2).
+  void decide_locked(Actions& a) {
+    if (finished_) return;
+    bool items_waiting = next_item_ < in_.jobs_size();
+    if (!writing_ && !write_broken_ && out_pending_.results_size() > 0 && !cancelled_seen_) {
+      out_writing_.Swap(&out_pending_);
+      writing_ = true;
+      a.write = true;
+    }
+    if (!reading_ && !read_closed_ && !items_waiting && !cancelled_seen_) {
+      if (svc_.engine().draining()) {
+        // Stop taking work; finish once this stream's jobs have reported.
+        read_closed_ = true;
+        end_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   "tpoold is draining and accepts no new jobs; reconnect to "
+                                   "another instance or after the restart");
+      } else {
+        in_.Clear();
+        reading_ = true;
+        a.read = true;
+      }
+    }
+    bool quiet = !reading_ && !writing_ && in_flight_ == 0 && !waiting_capacity_;
+    bool done_reading = read_closed_ && !items_waiting;
+    bool flushed = out_pending_.results_size() == 0 || write_broken_ || cancelled_seen_;
+    if (quiet && flushed && (done_reading || cancelled_seen_)) {
+      finished_ = true;
+      a.finish = true;
+      a.status = cancelled_seen_
+                     ? grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled")
+                     : end_status_;
+    }
+  }
+
+  void act(const Actions& a) {
+    if (a.write) StartWrite(&out_writing_);
+    if (a.read) StartRead(&in_);
+    if (a.finish) Finish(a.status);
+  }
+
+  void unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  JobServiceImpl& svc_;
+  grpc::CallbackServerContext* ctx_;
+  std::atomic<bool> cancelled_{false};  // the jobs' group cancel flag
+  std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone
+
+  std::mutex mu_;
+  JobBatch in_;                  // the upstream message being submitted (S3)
+  int next_item_ = 0;            // its first item not yet submitted
+  ResultBatch out_pending_;      // results gathering (S2)
+  ResultBatch out_writing_;      // the message gRPC is writing (S2)
+  std::uint64_t in_flight_ = 0;  // this stream's jobs not yet reported
+  bool reading_ = false;
+  bool writing_ = false;
+  bool read_closed_ = false;
+  bool write_broken_ = false;
+  bool cancelled_seen_ = false;
+  bool waiting_capacity_ = false;
+  bool finished_ = false;
+  grpc::Status end_status_ = grpc::Status::OK;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<JobBatch, ResultBatch>* JobServiceImpl::Stream(
+    grpc::CallbackServerContext* ctx) {
+  return new StreamReactor(*this, ctx);
+}
+
+}  // namespace tpool::rpc

@@ -1,0 +1,371 @@
+#include "config.h"
+
+#include <toml++/toml.h>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace tpool::server {
+namespace {
+
+std::string quote(std::string_view s) {
+  return "'" + std::string(s) + "'";
+}
+
+// One section's keys: each entry reads a node into the config and returns an
+// error sentence or "".
+using Reader = std::function<std::string(const toml::node&, const std::string& key)>;
+
+Reader u64(std::uint64_t& out) {
+  return [&out](const toml::node& n, const std::string& key) -> std::string {
+    auto v = n.value<std::int64_t>();
+    if (!n.is_integer() || !v) return key + " must be an integer";
+    if (*v < 0) return key + " = " + std::to_string(*v) + " is negative; it must be 0 or more";
+    out = static_cast<std::uint64_t>(*v);
+    return "";
+  };
+}
+
+Reader str(std::string& out) {
+  return [&out](const toml::node& n, const std::string& key) -> std::string {
+    if (!n.is_string()) return key + " must be a string";
+    out = *n.value<std::string>();
+    return "";
+  };
+}
+
+Reader boolean(bool& out) {
+  return [&out](const toml::node& n, const std::string& key) -> std::string {
+    if (!n.is_boolean()) return key + " must be true or false";
+    out = *n.value<bool>();
+    return "";
+  };
+}
+
+Reader str_list(std::vector<std::string>& out) {
+  return [&out](const toml::node& n, const std::string& key) -> std::string {
+    const auto* arr = n.as_array();
+    if (arr == nullptr) return key + " must be an array of strings";
+    out.clear();
+    for (const auto& e : *arr) {
+      if (!e.is_string()) return key + " must be an array of strings";
+      out.push_back(*e.value<std::string>());
+    }
+    return "";
+  };
+}
+
+std::string read_section(const toml::table& root, const std::string& name,
+                         const std::map<std::string, Reader>& keys) {
+  const toml::node* node = root.get(name);
+  if (node == nullptr) return "";
+  const auto* table = node->as_table();
+  if (table == nullptr) return "[" + name + "] must be a table";
+  for (const auto& [k, v] : *table) {
+    std::string key = name + "." + std::string(k.str());
+    auto it = keys.find(std::string(k.str()));
+    if (it == keys.end()) {
+      std::string known;
+      for (const auto& [kk, _] : keys) known += (known.empty() ? "" : ", ") + kk;
+      return "unknown key " + key + "; the keys of [" + name + "] are: " + known;
+    }
+    if (std::string err = it->second(v, key); !err.empty()) return err;
+  }
+  return "";
+}
+
+Status range(std::string_view key, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
+  if (v >= lo && v <= hi) return Status::Ok();
+  return Status::InvalidArgument(std::string(key) + " = " + std::to_string(v) +
+                                 " is out of range; it must be in " + std::to_string(lo) + ".." +
+                                 std::to_string(hi));
+}
+
+Status one_of(std::string_view key, const std::string& v, std::initializer_list<const char*> ok) {
+  std::string list;
+  for (const char* o : ok) {
+    if (v == o) return Status::Ok();
+    list += (list.empty() ? "" : ", ") + std::string(o);
+  }
+  return Status::InvalidArgument(std::string(key) + " = " + quote(v) +
+                                 " is not valid; use one of " + list);
+}
+
+Status host_port(std::string_view key, const std::string& v) {
+  auto colon = v.rfind(':');
+  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < v.size();
+  if (ok) {
+    for (std::size_t i = colon + 1; i < v.size(); ++i) ok = ok && v[i] >= '0' && v[i] <= '9';
+    ok = ok && v.size() - colon - 1 <= 5 && std::stoul(v.substr(colon + 1)) <= 65535;
+  }
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument(std::string(key) + " = " + quote(v) +
+                                 " is not an address; use HOST:PORT, e.g. 127.0.0.1:50051 "
+                                 "(port 0 picks a free port)");
+}
+
+constexpr std::uint64_t kDay = 24ull * 3600 * 1000;
+
+}  // namespace
+
+Status DaemonConfig::validate() const {
+  const std::uint64_t kMiB = 1u << 20;
+  for (Status s : {
+           host_port("server.listen", server.listen),
+           range("server.max_message_bytes", server.max_message_bytes, 1024, 1024 * kMiB),
+           range("server.max_payload_bytes", server.max_payload_bytes, 0, server.max_message_bytes),
+           range("server.max_output_bytes", server.max_output_bytes, 0, 1024 * kMiB),
+           range("server.max_inflight_jobs", server.max_inflight_jobs, 1, 1u << 24),
+           range("server.max_streams", server.max_streams, 1, 1u << 20),
+           range("server.stream_window", server.stream_window, 1, 1u << 20),
+           range("server.drain_timeout_ms", server.drain_timeout_ms, 0, kDay),
+           range("server.cancel_grace_ms", server.cancel_grace_ms, 0, kDay),
+           range("pool.min_threads", pool.min_threads, 0, 1024),
+           range("pool.max_threads", pool.max_threads, 0, 1024),
+           range("pool.blocking_workers", pool.blocking_workers, 0, 1024),
+           range("pool.queue_capacity", pool.queue_capacity, 2, 1u << 24),
+           range("pool.local_queue_capacity", pool.local_queue_capacity, 2, 65536),
+           one_of("pool.scheduler", pool.scheduler,
+                  {"global_queue", "work_stealing", "lane_extension"}),
+           one_of("pool.queue", pool.queue, {"ring", "chase_lev"}),
+           range("pool.wake_coalesce_batch", pool.wake_coalesce_batch, 1, 1024),
+           range("pool.watchdog_interval_ms", pool.watchdog_interval_ms, 0, 60000),
+           range("pool.blocking_promotion_timeout_ms", pool.blocking_promotion_timeout_ms, 1,
+                 3600000),
+           range("pool.max_overflow_workers", pool.max_overflow_workers, 0, 1024),
+           range("results.retention_ms", results.retention_ms, 0, 30 * kDay),
+           range("results.max_bytes", results.max_bytes, 0, 1ull << 40),
+           range("results.max_entries", results.max_entries, 0, 1u << 26),
+           one_of("log.level", log.level,
+                  {"trace", "debug", "info", "warn", "error", "critical", "off"}),
+           one_of("log.format", log.format, {"text", "json"}),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (metrics.enabled) {
+    if (Status s = host_port("metrics.listen", metrics.listen); !s.ok()) return s;
+  }
+  if (server.max_inflight_jobs > pool.queue_capacity) {
+    return Status::InvalidArgument(
+        "server.max_inflight_jobs = " + std::to_string(server.max_inflight_jobs) +
+        " is larger than pool.queue_capacity = " + std::to_string(pool.queue_capacity) +
+        "; every in-flight job holds a descriptor, so raise the capacity or lower the limit");
+  }
+  if ((pool.queue_capacity & (pool.queue_capacity - 1)) != 0) {
+    return Status::InvalidArgument("pool.queue_capacity = " + std::to_string(pool.queue_capacity) +
+                                   " is not a power of two; use e.g. 65536");
+  }
+  if (pool.scheduler != "lane_extension" && pool.blocking_workers != 0) {
+    return Status::InvalidArgument(
+        "pool.blocking_workers = " + std::to_string(pool.blocking_workers) +
+        " needs pool.scheduler = 'lane_extension' (it is " + quote(pool.scheduler) +
+        "); set blocking_workers = 0 or use lane_extension");
+  }
+  for (const auto& d : plugins.dirs) {
+    if (d.empty()) return Status::InvalidArgument("plugins.dirs has an empty entry; remove it");
+  }
+  return pool_config().validate();
+}
+
+tpool::Config DaemonConfig::pool_config() const {
+  tpool::Config c;
+  std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  std::size_t core_workers = pool.max_threads != 0 ? pool.max_threads : cores;
+  // The blocking lane's workers come on top of the CPU workers, so a blocking
+  // handler never takes a core's worker away.
+  if (pool.scheduler == "lane_extension") core_workers += pool.blocking_workers;
+  c.max_threads = core_workers;
+  c.min_threads =
+      pool.min_threads != 0 ? std::min<std::size_t>(pool.min_threads, core_workers) : core_workers;
+  c.queue_capacity = pool.queue_capacity;
+  c.local_queue_capacity = pool.local_queue_capacity;
+  c.queue_kind = pool.queue == "chase_lev" ? QueueKind::kChaseLev : QueueKind::kRing;
+  c.scheduler_variant = pool.scheduler == "global_queue"    ? SchedulerVariant::kGlobalQueue
+                        : pool.scheduler == "work_stealing" ? SchedulerVariant::kWorkStealing
+                                                            : SchedulerVariant::kLaneExtension;
+  c.blocking_workers = pool.blocking_workers;
+  c.wake_coalesce_batch = pool.wake_coalesce_batch;
+  // The daemon's submits come from gRPC threads and must never block a
+  // reactor: full is an answer (RESOURCE_EXHAUSTED, or a Stream that stops
+  // reading), not a wait.
+  c.backpressure = Backpressure::kReject;
+  c.watchdog_interval = std::chrono::milliseconds(pool.watchdog_interval_ms);
+  c.blocking_promotion_timeout = std::chrono::milliseconds(pool.blocking_promotion_timeout_ms);
+  c.max_overflow_workers = pool.watchdog_interval_ms == 0 ? 0 : pool.max_overflow_workers;
+  c.name = "tpoold";
+  return c;
+}
+
+Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin) {
+  DaemonConfig c;
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << origin << ":" << e.source().begin.line << ":" << e.source().begin.column
+       << ": not valid TOML: " << e.description();
+    return Status::InvalidArgument(os.str());
+  }
+  std::vector<std::pair<std::string, std::string>> plugin_config;
+  const std::map<std::string, std::map<std::string, Reader>> sections = {
+      {"server",
+       {{"listen", str(c.server.listen)},
+        {"port_file", str(c.server.port_file)},
+        {"reflection", boolean(c.server.reflection)},
+        {"max_message_bytes", u64(c.server.max_message_bytes)},
+        {"max_payload_bytes", u64(c.server.max_payload_bytes)},
+        {"max_output_bytes", u64(c.server.max_output_bytes)},
+        {"max_inflight_jobs", u64(c.server.max_inflight_jobs)},
+        {"max_streams", u64(c.server.max_streams)},
+        {"stream_window", u64(c.server.stream_window)},
+        {"drain_timeout_ms", u64(c.server.drain_timeout_ms)},
+        {"cancel_grace_ms", u64(c.server.cancel_grace_ms)}}},
+      {"pool",
+       {{"min_threads", u64(c.pool.min_threads)},
+        {"max_threads", u64(c.pool.max_threads)},
+        {"blocking_workers", u64(c.pool.blocking_workers)},
+        {"queue_capacity", u64(c.pool.queue_capacity)},
+        {"local_queue_capacity", u64(c.pool.local_queue_capacity)},
+        {"scheduler", str(c.pool.scheduler)},
+        {"queue", str(c.pool.queue)},
+        {"wake_coalesce_batch", u64(c.pool.wake_coalesce_batch)},
+        {"watchdog_interval_ms", u64(c.pool.watchdog_interval_ms)},
+        {"blocking_promotion_timeout_ms", u64(c.pool.blocking_promotion_timeout_ms)},
+        {"max_overflow_workers", u64(c.pool.max_overflow_workers)}}},
+      {"plugins",
+       {{"dirs", str_list(c.plugins.dirs)},
+        {"config",
+         [&plugin_config](const toml::node& n, const std::string& key) -> std::string {
+           const auto* t = n.as_table();
+           if (t == nullptr) return key + " must be a table of plugin name = \"config string\"";
+           for (const auto& [name, v] : *t) {
+             if (!v.is_string()) {
+               return key + "." + std::string(name.str()) + " must be a string";
+             }
+             plugin_config.emplace_back(std::string(name.str()), *v.value<std::string>());
+           }
+           return "";
+         }}}},
+      {"results",
+       {{"retention_ms", u64(c.results.retention_ms)},
+        {"max_bytes", u64(c.results.max_bytes)},
+        {"max_entries", u64(c.results.max_entries)}}},
+      {"log", {{"level", str(c.log.level)}, {"format", str(c.log.format)}}},
+      {"metrics", {{"enabled", boolean(c.metrics.enabled)}, {"listen", str(c.metrics.listen)}}},
+  };
+  for (const auto& [k, v] : root) {
+    if (!sections.contains(std::string(k.str()))) {
+      std::string known;
+      for (const auto& [s, _] : sections) known += (known.empty() ? "" : ", ") + s;
+      return Status::InvalidArgument(std::string(origin) + ": unknown section or key " +
+                                     quote(k.str()) + "; the sections are: " + known);
+    }
+  }
+  for (const auto& [name, keys] : sections) {
+    if (std::string err = read_section(root, name, keys); !err.empty()) {
+      return Status::InvalidArgument(std::string(origin) + ": " + err);
+    }
+  }
+  c.plugins.config = std::move(plugin_config);
+  return c;
+}
+
+Result<DaemonConfig> load_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::InvalidArgument("cannot read the config file " + quote(path) +
+                                   "; check the path and its permissions");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+std::string usage() {
+  return "usage: tpoold [--config FILE] [--listen HOST:PORT] [--plugin-dir DIR]...\n"
+         "              [--log-level LEVEL] [--log-format text|json] [--port-file FILE]\n"
+         "              [--metrics-listen HOST:PORT]\n"
+         "       tpoold --check-config FILE\n"
+         "       tpoold --version | --help\n"
+         "Flags override the config file; docs/configuration.md lists every key.\n";
+}
+
+Result<Options> parse_args(int argc, const char* const* argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    bool has_inline = false;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_inline = true;
+    }
+    auto take = [&](std::string& out) -> Status {
+      if (has_inline) {
+        out = value;
+        return Status::Ok();
+      }
+      if (i + 1 >= argc) {
+        return Status::InvalidArgument("flag " + a + " needs a value; see tpoold --help");
+      }
+      out = argv[++i];
+      return Status::Ok();
+    };
+    Status s;
+    if (a == "--config") {
+      s = take(o.config_path);
+    } else if (a == "--check-config") {
+      s = take(o.config_path);
+      o.check_only = true;
+    } else if (a == "--listen") {
+      s = take(o.listen);
+    } else if (a == "--port-file") {
+      s = take(o.port_file);
+    } else if (a == "--plugin-dir") {
+      std::string d;
+      s = take(d);
+      o.plugin_dirs.push_back(d);
+    } else if (a == "--log-level") {
+      s = take(o.log_level);
+    } else if (a == "--log-format") {
+      s = take(o.log_format);
+    } else if (a == "--metrics-listen") {
+      s = take(o.metrics_listen);
+    } else if (a == "--version") {
+      o.show_version = true;
+    } else if (a == "--help" || a == "-h") {
+      o.show_help = true;
+    } else {
+      return Status::InvalidArgument("unknown argument " + quote(argv[i]) + "; see tpoold --help");
+    }
+    if (!s.ok()) return s;
+  }
+  return o;
+}
+
+Result<DaemonConfig> resolve_config(const Options& o) {
+  DaemonConfig c;
+  if (!o.config_path.empty()) {
+    auto loaded = load_config_file(o.config_path);
+    if (!loaded.ok()) return loaded.status();
+    c = std::move(loaded).value();
+  }
+  if (!o.listen.empty()) c.server.listen = o.listen;
+  if (!o.port_file.empty()) c.server.port_file = o.port_file;
+  if (!o.plugin_dirs.empty()) c.plugins.dirs = o.plugin_dirs;
+  if (!o.log_level.empty()) c.log.level = o.log_level;
+  if (!o.log_format.empty()) c.log.format = o.log_format;
+  if (!o.metrics_listen.empty()) c.metrics.listen = o.metrics_listen;
+  if (Status s = c.validate(); !s.ok()) {
+    if (o.config_path.empty()) return s;
+    return Status::InvalidArgument(o.config_path + ": " + s.message());
+  }
+  return c;
+}
+
+}  // namespace tpool::server

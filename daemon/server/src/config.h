@@ -1,0 +1,108 @@
+// tpoold's configuration: the TOML file (docs/configuration.md), then the
+// command-line flags over it, then validate().
+//
+// Every field has its default here and nowhere else; docs/configuration.md
+// lists the same defaults (a unit test parses the sample config to keep both
+// honest).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tpool/pool.h"
+
+namespace tpool::server {
+
+struct ServerSection {
+  std::string listen = "127.0.0.1:50051";
+  // Write the bound port (decimal, then a newline) here once serving: for
+  // `listen = "127.0.0.1:0"` (tests, scripts). Empty: do not write.
+  std::string port_file;
+  bool reflection = true;
+  std::uint64_t max_message_bytes = 4u << 20;  // gRPC receive/send limit
+  std::uint64_t max_payload_bytes = 1u << 20;  // one job's payload
+  std::uint64_t max_inflight_jobs = 65536;     // accepted and not yet final, daemon-wide
+  std::uint64_t max_streams = 1024;            // concurrent Stream calls
+  std::uint64_t stream_window = 4096;          // in-flight jobs per Stream call
+  std::uint64_t max_output_bytes = 4u << 20;   // one job's output
+  std::uint64_t drain_timeout_ms = 30000;
+  std::uint64_t cancel_grace_ms = 5000;  // after a drain times out: for running handlers to stop
+};
+
+struct PoolSection {
+  std::uint64_t min_threads = 0;  // 0: one per core
+  std::uint64_t max_threads = 0;  // 0: one per core
+  std::uint64_t blocking_workers = 2;
+  std::uint64_t queue_capacity = 65536;
+  std::uint64_t local_queue_capacity = 256;
+  std::string scheduler = "lane_extension";
+  std::string queue = "ring";
+  std::uint64_t wake_coalesce_batch = 1;
+  std::uint64_t watchdog_interval_ms = 100;
+  std::uint64_t blocking_promotion_timeout_ms = 100;
+  std::uint64_t max_overflow_workers = 4;
+};
+
+struct PluginsSection {
+  std::vector<std::string> dirs;
+  // Per-plugin config strings, by plugin name ([plugins.config] name = "...").
+  std::vector<std::pair<std::string, std::string>> config;
+};
+
+struct ResultsSection {
+  std::uint64_t retention_ms = 300000;
+  std::uint64_t max_bytes = 64u << 20;
+  std::uint64_t max_entries = 100000;
+};
+
+struct LogSection {
+  std::string level = "info";   // trace, debug, info, warn, error, critical, off
+  std::string format = "text";  // text or json
+};
+
+struct MetricsSection {
+  bool enabled = true;
+  std::string listen = "127.0.0.1:9464";
+};
+
+struct DaemonConfig {
+  ServerSection server;
+  PoolSection pool;
+  PluginsSection plugins;
+  ResultsSection results;
+  LogSection log;
+  MetricsSection metrics;
+
+  // Checks every value; the error names the key, its value and the range.
+  Status validate() const;
+  // The pool's Config for this daemon config (validate() first).
+  tpool::Config pool_config() const;
+};
+
+// Parses TOML text; `origin` (a file name) prefixes errors. Unknown keys and
+// values of the wrong type are errors naming the key.
+Result<DaemonConfig> parse_config(std::string_view toml_text, std::string_view origin);
+Result<DaemonConfig> load_config_file(const std::string& path);
+
+// The command line. Flags override the file.
+struct Options {
+  std::string config_path;               // --config FILE
+  bool check_only = false;               // --check-config FILE
+  bool show_version = false;             // --version
+  bool show_help = false;                // --help
+  std::string listen;                    // --listen ADDR
+  std::string port_file;                 // --port-file FILE
+  std::vector<std::string> plugin_dirs;  // --plugin-dir DIR (repeatable)
+  std::string log_level;                 // --log-level
+  std::string log_format;                // --log-format
+  std::string metrics_listen;            // --metrics-listen ADDR
+};
+
+Result<Options> parse_args(int argc, const char* const* argv);
+std::string usage();
+
+// File (if any), then flags, then validate.
+Result<DaemonConfig> resolve_config(const Options& opts);
+
+}  // namespace tpool::server

@@ -1,0 +1,372 @@
+#include "daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "notify.h"
+
+#ifndef TPOOL_VERSION
+#error "TPOOL_VERSION must be defined by the build (daemon/server/CMakeLists.txt)"
+#endif
+
+namespace tpool::server {
+namespace {
+
+constexpr auto kTick =
+    std::chrono::milliseconds(100);  // signal and request polling: picked by hand
+constexpr auto kExpireEvery = std::chrono::seconds(1);
+// How long open calls (idle Streams, a Drain reply) get to end once the
+// drain is over, before the server cancels them: picked by hand.
+constexpr auto kServerShutdownGrace = std::chrono::seconds(1);
+
+sigset_t handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// The next handled signal within timeout, or 0.
+int next_signal(std::chrono::milliseconds timeout) {
+  sigset_t set = handled_signals();
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>((timeout.count() % 1000) * 1000000)};
+  int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+bool write_port_file(const std::string& path, int port, std::string* error) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out) {
+      *error = "cannot write the port file '" + tmp + "'; check the directory and permissions";
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot rename '" + tmp + "' to '" + path + "'";
+    return false;
+  }
+  return true;
+}
+
+std::uint64_t total_final(const engine::EngineSnapshot& s, std::uint64_t* cancelled) {
+  std::uint64_t all = 0;
+  *cancelled = 0;
+  for (const auto& h : s.handlers) {
+    all += h.succeeded + h.failed + h.cancelled + h.timed_out;
+    *cancelled += h.cancelled;
+  }
+  return all;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() {
+  // Order: no RPC may reach the engine once it is gone, and no job may run
+  // once the host is gone.
+  exporters_.reset();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (pool_) (void)pool_->shutdown(ShutdownMode::kCancelPending);
+  server_.reset();
+  admin_.reset();
+  jobs_.reset();
+  engine_.reset();
+  pool_.reset();
+  host_.reset();
+}
+
+std::string Daemon::state() const {
+  switch (phase_.load(std::memory_order_acquire)) {
+    case Phase::kStarting:
+      return "starting";
+    case Phase::kServing:
+      return "serving";
+    case Phase::kDraining:
+      return "draining";
+    case Phase::kStopping:
+      return "stopping";
+    case Phase::kStopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
+std::chrono::milliseconds Daemon::uptime() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               started_);
+}
+
+std::uint64_t Daemon::plugin_reloads() const {
+  return reloads_.load(std::memory_order_relaxed);
+}
+
+bool Daemon::reload_plugins(std::string* sentence) {
+  std::lock_guard lock(reload_mu_);
+  Notifier n;
+  n.reloading();
+  Status s = host_->reload();
+  n.ready();
+  if (!s.ok()) {
+    *sentence = "plugin reload failed; the previous plugins stay loaded: " + s.message();
+    spdlog::error("{}", *sentence);
+    return false;
+  }
+  reloads_.fetch_add(1, std::memory_order_relaxed);
+  std::string names;
+  for (const auto& h : host_->list()) names += (names.empty() ? "" : ", ") + h.name;
+  *sentence = "plugins reloaded; handlers: " + (names.empty() ? std::string("none") : names);
+  spdlog::info("{}", *sentence);
+  return true;
+}
+
+void Daemon::shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
+                      std::function<void(const DrainOutcome&)> done) {
+  std::lock_guard lock(request_mu_);
+  if (!shutdown_requested_) {
+    drain_timeout_ =
+        timeout.count() > 0 ? timeout : std::chrono::milliseconds(config_.server.drain_timeout_ms);
+  }
+  shutdown_requested_ = true;
+  cancel_requested_ = cancel_requested_ || cancel_pending;
+  if (done) drain_waiters_.push_back(std::move(done));
+}
+
+int Daemon::run() {
+  // Before any thread starts, so every thread inherits the mask (see the
+  // header: only the main thread takes these signals, with sigtimedwait).
+  sigset_t set = handled_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (int rc = start(); rc != 0) return rc;
+  serve();
+  drain();
+  stop();
+  return 0;
+}
+
+int Daemon::start() {
+  plugin_host::HostConfig hc;
+  hc.dirs = config_.plugins.dirs;
+  hc.abort_on_load_error = true;
+  for (const auto& [name, text] : config_.plugins.config) hc.plugin_config[name] = text;
+  hc.max_output_bytes = config_.server.max_output_bytes;
+  hc.log_sink = [](plugin_host::LogLevel level, std::string_view plugin, std::string_view msg) {
+    auto l = level == plugin_host::LogLevel::kError  ? spdlog::level::err
+             : level == plugin_host::LogLevel::kWarn ? spdlog::level::warn
+             : level == plugin_host::LogLevel::kInfo ? spdlog::level::info
+                                                     : spdlog::level::debug;
+    spdlog::log(l, "plugin host{}{}: {}", plugin.empty() ? "" : " ", plugin, msg);
+  };
+  if (hc.dirs.empty()) {
+    spdlog::warn(
+        "no plugin directories are configured (plugins.dirs or --plugin-dir): "
+        "tpoold serves no handlers");
+  }
+  auto host = plugin_host::Host::load(std::move(hc));
+  if (!host.ok()) {
+    spdlog::critical("cannot load the plugins: {}", host.status().message());
+    return 1;
+  }
+  host_ = std::move(host).value();
+
+  auto pool = Pool::create(config_.pool_config());
+  if (!pool.ok()) {
+    spdlog::critical("cannot start the pool: {}", pool.status().message());
+    return 1;
+  }
+  pool_ = std::move(pool).value();
+
+  engine::EngineLimits limits;
+  limits.max_payload_bytes = config_.server.max_payload_bytes;
+  limits.max_inflight_jobs = config_.server.max_inflight_jobs;
+  limits.retention = std::chrono::milliseconds(config_.results.retention_ms);
+  limits.max_retained_bytes = config_.results.max_bytes;
+  limits.max_retained_entries = config_.results.max_entries;
+  engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
+  jobs_ = std::make_unique<rpc::JobServiceImpl>(
+      *engine_, rpc::RpcLimits{config_.server.max_streams, config_.server.stream_window});
+  admin_ = std::make_unique<rpc::AdminServiceImpl>(*engine_, *jobs_, *this, TPOOL_VERSION);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  if (config_.server.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config_.server.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config_.server.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_message_bytes));
+  builder.RegisterService(jobs_.get());
+  builder.RegisterService(admin_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) {
+    spdlog::critical(
+        "cannot listen on {} (server.listen / --listen): the address is in use or "
+        "not local; pick another address or port",
+        config_.server.listen);
+    return 1;
+  }
+  server_->GetHealthCheckService()->SetServingStatus(true);
+  if (!config_.server.port_file.empty()) {
+    std::string err;
+    if (!write_port_file(config_.server.port_file, port, &err)) {
+      spdlog::critical("{}", err);
+      return 1;
+    }
+  }
+  std::string exporter_error;
+  DaemonView view{&config_, pool_.get(), host_.get(), engine_.get(), jobs_.get()};
+  exporters_ = start_exporters(view, &exporter_error);
+  if (!exporter_error.empty()) {
+    spdlog::critical("{}", exporter_error);
+    return 1;
+  }
+
+  std::string handlers;
+  for (const auto& h : host_->list()) {
+    handlers += (handlers.empty() ? "" : ", ") + h.name + " (" + h.plugin_name + " " +
+                h.plugin_version + ")";
+  }
+  const Config& pc = pool_->config();
+  std::string host_part = config_.server.listen.substr(0, config_.server.listen.rfind(':'));
+  spdlog::info(
+      "tpoold {} serving gRPC on {}:{}; metrics {}; pool: {} workers ({} blocking), "
+      "scheduler {}, {} descriptors; plugins: {}",
+      TPOOL_VERSION, host_part, port,
+      config_.metrics.enabled ? config_.metrics.listen : std::string("off"), pc.max_threads,
+      pc.blocking_workers, to_string(pc.scheduler_variant), pc.queue_capacity,
+      handlers.empty() ? std::string("none") : handlers);
+  phase_.store(Phase::kServing, std::memory_order_release);
+  Notifier n;
+  n.ready();
+  n.status("serving on " + host_part + ":" + std::to_string(port));
+  return 0;
+}
+
+void Daemon::serve() {
+  Notifier n;
+  Liveness live;
+  auto next_expire = std::chrono::steady_clock::now() + kExpireEvery;
+  auto next_ping = std::chrono::steady_clock::now();
+  for (;;) {
+    int sig = next_signal(kTick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("received {}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      shutdown(false, std::chrono::milliseconds(0), {});
+    } else if (sig == SIGHUP) {
+      spdlog::info("received SIGHUP: reloading plugins");
+      std::string sentence;
+      (void)reload_plugins(&sentence);
+    }
+    {
+      std::lock_guard lock(request_mu_);
+      if (shutdown_requested_) return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_expire) {
+      engine_->expire();
+      next_expire = now + kExpireEvery;
+    }
+    if (n.watchdog_interval().count() > 0 && now >= next_ping) {
+      PoolStats ps = pool_->stats();
+      if (live.check(pool_->progress(),
+                     ps.inject_depth + ps.local_depth_sum + ps.submitter_depth)) {
+        n.watchdog();
+      } else {
+        spdlog::error(
+            "the pool has queued work and started no task for {} ms: not pinging the "
+            "systemd watchdog",
+            n.watchdog_interval().count() / 1000);
+      }
+      next_ping = now + n.watchdog_interval();
+    }
+  }
+}
+
+void Daemon::drain() {
+  phase_.store(Phase::kDraining, std::memory_order_release);
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  engine_->begin_drain();
+  Notifier n;
+  n.stopping();
+  std::chrono::milliseconds timeout;
+  bool cancel = false;
+  {
+    std::lock_guard lock(request_mu_);
+    timeout = drain_timeout_;
+    cancel = cancel_requested_;
+  }
+  std::uint64_t cancelled_before = 0;
+  std::uint64_t final_before = total_final(engine_->snapshot(), &cancelled_before);
+  spdlog::info("draining: {} jobs in flight, up to {} ms", engine_->in_flight(), timeout.count());
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool drained = false;
+  while (!cancel) {
+    if (engine_->in_flight() == 0) {
+      drained = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    int sig = next_signal(kTick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::warn("second {}: cancelling pending jobs", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      cancel = true;
+    } else if (sig == SIGHUP) {
+      std::string sentence;
+      (void)reload_plugins(&sentence);
+    }
+    std::lock_guard lock(request_mu_);
+    cancel = cancel || cancel_requested_;
+    engine_->expire();
+  }
+  if (!drained) {
+    if (!cancel) {
+      spdlog::warn("the drain timeout ({} ms) passed with {} jobs in flight: cancelling them",
+                   timeout.count(), engine_->in_flight());
+    }
+    engine_->cancel_all();
+    auto grace = std::chrono::milliseconds(config_.server.cancel_grace_ms);
+    (void)pool_->shutdown(ShutdownMode::kCancelPending, grace);
+    if (!engine_->wait_idle(grace)) {
+      spdlog::error(
+          "{} jobs were still running {} ms after cancellation (server.cancel_grace_ms); "
+          "their handlers ignore cancellation",
+          engine_->in_flight(), grace.count());
+    }
+  }
+  std::uint64_t cancelled_after = 0;
+  std::uint64_t final_after = total_final(engine_->snapshot(), &cancelled_after);
+  DrainOutcome outcome{drained, final_after - final_before - (cancelled_after - cancelled_before),
+                       cancelled_after - cancelled_before};
+  spdlog::info("drain {}: {} jobs finished, {} cancelled", drained ? "complete" : "cut short",
+               outcome.finished, outcome.cancelled);
+  std::vector<std::function<void(const DrainOutcome&)>> waiters;
+  {
+    std::lock_guard lock(request_mu_);
+    waiters.swap(drain_waiters_);
+  }
+  for (auto& w : waiters) w(outcome);
+}
+
+void Daemon::stop() {
+  phase_.store(Phase::kStopping, std::memory_order_release);
+  server_->Shutdown(std::chrono::system_clock::now() + kServerShutdownGrace);
+  exporters_.reset();
+  Status s = pool_->shutdown(ShutdownMode::kCancelPending,
+                             std::chrono::milliseconds(config_.server.cancel_grace_ms));
+  if (!s.ok()) spdlog::warn("pool shutdown: {}", s.message());
+  phase_.store(Phase::kStopped, std::memory_order_release);
+  spdlog::info("tpoold stopped");
+}
+
+}  // namespace tpool::server

@@ -1,0 +1,99 @@
+// tpool::server::Daemon: builds and wires the components, and runs the
+// lifecycle (docs/architecture.md, "Lifecycle"):
+//
+//   starting -> serving -> draining -> stopping -> stopped
+//
+//  starting  plugins load, the pool starts, the gRPC server binds; any failure
+//            exits 1 with a sentence.
+//  serving   READY=1; SIGHUP reloads plugins (RELOADING=1, then READY=1).
+//  draining  on SIGTERM/SIGINT, AdminService.Drain/Shutdown: health
+//            NOT_SERVING, new jobs UNAVAILABLE, STOPPING=1; queued and running
+//            jobs finish within the drain timeout. A second SIGTERM/SIGINT (or
+//            the timeout, or Shutdown(CANCEL)) cancels what is pending and
+//            tells running handlers to stop.
+//  stopping  the gRPC server shuts down (open calls end), the pool stops.
+//  stopped   exit 0.
+//
+// Signals are blocked in every thread and taken by the main thread with
+// sigtimedwait, so no code runs in a signal handler.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "tpool/engine/engine.h"
+#include "tpool/plugin_host/host.h"
+#include "tpool/rpc/services.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace tpool::server {
+
+// What an exporter (daemon/metrics) reads; valid while the daemon serves.
+struct DaemonView {
+  const DaemonConfig* config = nullptr;
+  Pool* pool = nullptr;
+  const plugin_host::Host* host = nullptr;
+  const engine::Engine* engine = nullptr;
+  const rpc::JobServiceImpl* jobs = nullptr;
+};
+
+class Daemon final : public rpc::Lifecycle {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon() override;
+
+  // Runs until stopped; the process exit code.
+  int run();
+
+  // rpc::Lifecycle
+  std::string state() const override;
+  std::chrono::milliseconds uptime() const override;
+  std::uint64_t plugin_reloads() const override;
+  bool reload_plugins(std::string* sentence) override;
+  void shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
+                std::function<void(const DrainOutcome&)> done) override;
+
+ private:
+  enum class Phase : std::uint8_t { kStarting, kServing, kDraining, kStopping, kStopped };
+  int start();
+  void serve();
+  void drain();
+  void stop();
+
+  DaemonConfig config_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<Phase> phase_{Phase::kStarting};
+  std::atomic<std::uint64_t> reloads_{0};
+  std::mutex reload_mu_;  // serialises SIGHUP and ReloadPlugins
+
+  // A shutdown request from AdminService (the main thread polls it).
+  std::mutex request_mu_;
+  bool shutdown_requested_ = false;                                      // by request_mu_
+  bool cancel_requested_ = false;                                        // by request_mu_
+  std::chrono::milliseconds drain_timeout_{0};                           // by request_mu_
+  std::vector<std::function<void(const DrainOutcome&)>> drain_waiters_;  // by request_mu_
+
+  std::unique_ptr<plugin_host::Host> host_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<rpc::JobServiceImpl> jobs_;
+  std::unique_ptr<rpc::AdminServiceImpl> admin_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<void> exporters_;  // started by start_exporters (exporters.cc)
+};
+
+// Starts the exporters (the Prometheus endpoint of daemon/metrics when it is
+// built) once the daemon serves; the returned handle stops them when reset.
+// Errors are sentences in *error (then nullptr is returned).
+std::shared_ptr<void> start_exporters(const DaemonView& view, std::string* error);
+
+}  // namespace tpool::server

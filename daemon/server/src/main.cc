@@ -1,0 +1,38 @@
+// tpoold: the job-execution daemon. See docs/configuration.md for the flags
+// and the config file, docs/architecture.md for the lifecycle.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "config.h"
+#include "daemon.h"
+#include "logging.h"
+
+int main(int argc, char** argv) {
+  using namespace tpool::server;
+  auto opts = parse_args(argc, argv);
+  if (!opts.ok()) {
+    std::fprintf(stderr, "tpoold: %s\n", opts.status().message().c_str());
+    return 2;
+  }
+  if (opts->show_help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  if (opts->show_version) {
+    std::printf("tpoold %s\n", TPOOL_VERSION);
+    return 0;
+  }
+  auto config = resolve_config(opts.value());
+  if (!config.ok()) {
+    std::fprintf(stderr, "tpoold: %s\n", config.status().message().c_str());
+    return opts->check_only ? 1 : 2;
+  }
+  if (opts->check_only) {
+    std::printf("tpoold: %s is valid\n", opts->config_path.c_str());
+    return 0;
+  }
+  setup_logging(config->log.level, config->log.format);
+  Daemon daemon(std::move(config).value());
+  return daemon.run();
+}

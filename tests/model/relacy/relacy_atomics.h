@@ -48,7 +48,8 @@ enum class Mutation {
   kNone,
   kStoreRelaxed,  // a release (or seq_cst) store becomes relaxed
   kLoadRelaxed,   // an acquire (or seq_cst) load becomes relaxed
-  kFenceAcqRel,   // a seq_cst fence becomes acq_rel (the store-buffering bug)
+  kSeqCstWeak,    // seq_cst becomes acquire/release (load: acquire, store: release,
+                  // fence: acq_rel): the store-buffering bug
   kCasAsStore,    // a CAS becomes "load, compare, store": no longer one atomic step
 };
 
@@ -103,12 +104,18 @@ struct RelacyAtomics {
   static T load(const Atomic<T>& a, std::memory_order mo,
                 std::source_location loc = std::source_location::current()) {
     if (bug_applies(Mutation::kLoadRelaxed, loc)) mo = std::memory_order_relaxed;
+    if (mo == std::memory_order_seq_cst && bug_applies(Mutation::kSeqCstWeak, loc)) {
+      mo = std::memory_order_acquire;
+    }
     return a.load(to_rl(mo), info(loc));
   }
   template <class T>
   static void store(Atomic<T>& a, T v, std::memory_order mo,
                     std::source_location loc = std::source_location::current()) {
     if (bug_applies(Mutation::kStoreRelaxed, loc)) mo = std::memory_order_relaxed;
+    if (mo == std::memory_order_seq_cst && bug_applies(Mutation::kSeqCstWeak, loc)) {
+      mo = std::memory_order_release;
+    }
     a.store(v, to_rl(mo), info(loc));
   }
   template <class T>
@@ -147,7 +154,7 @@ struct RelacyAtomics {
   }
   static void fence(std::memory_order mo,
                     std::source_location loc = std::source_location::current()) {
-    if (mo == std::memory_order_seq_cst && bug_applies(Mutation::kFenceAcqRel, loc)) {
+    if (mo == std::memory_order_seq_cst && bug_applies(Mutation::kSeqCstWeak, loc)) {
       mo = std::memory_order_acq_rel;
     }
     rl::atomic_thread_fence(to_rl(mo), info(loc));

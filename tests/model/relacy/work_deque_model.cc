@@ -86,13 +86,17 @@ struct WrapModel : rl::test_suite<WrapModel, 3> {
 };
 
 constexpr tpool::model::NamedBug kBugs[] = {
-    {"pop-fence-acq-rel",
-     "WorkDeque::pop_bottom's seq_cst fence weakened to acq_rel: owner and stealer both take the "
-     "last item",
-     {Mutation::kFenceAcqRel, "WorkDeque<", "::pop_bottom("}},
-    {"steal-fence-acq-rel",
-     "WorkDeque::steal_top's seq_cst fence weakened to acq_rel",
-     {Mutation::kFenceAcqRel, "WorkDeque<", "::steal_top("}},
+    {"pop-seq-cst-weakened",
+     "WorkDeque::pop_bottom's seq_cst bottom store / top load weakened to release/acquire: "
+     "owner and stealer both take the last item",
+     {Mutation::kSeqCstWeak, "WorkDeque<", "::pop_bottom("}},
+    {"steal-seq-cst-weakened",
+     "WorkDeque::steal_top's seq_cst top / bottom loads weakened to acquire",
+     {Mutation::kSeqCstWeak, "WorkDeque<", "::steal_top("}},
+    {"push-release-relaxed",
+     "WorkDeque::push_bottom publishes bottom with a relaxed store: a stealer copies an "
+     "unwritten slot",
+     {Mutation::kStoreRelaxed, "WorkDeque<", "::push_bottom("}},
     {"steal-cas-as-store",
      "WorkDeque::steal_top claims top with load+store: two stealers take one item",
      {Mutation::kCasAsStore, "WorkDeque<", "::steal_top("}},

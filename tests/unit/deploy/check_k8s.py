@@ -5,8 +5,10 @@ with each other (selectors, named ports, the HPA's metric and its adapter
 rule, the image's user).
 """
 
+import argparse
 import pathlib
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -37,6 +39,9 @@ def matches(selector, labels):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tpoold", help="the built daemon: it must accept the pods' config")
+    args = ap.parse_args()
     facts = Facts()
     c = Checker("kubernetes manifests")
     docs = load_all()
@@ -102,9 +107,9 @@ def main():
                                             f"the daemon listens on {grpc_port}")
     c.check(ports.get("metrics") == metrics_port, f"container port metrics is "
                                                   f"{ports.get('metrics')}, not {metrics_port}")
-    args = ctr.get("args", [])
-    c.check(args[:2] == ["--config", facts.config_path],
-            f"the container's args {args} do not pass --config {facts.config_path}")
+    ctr_args = ctr.get("args", [])
+    c.check(ctr_args[:2] == ["--config", facts.config_path],
+            f"the container's args {ctr_args} do not pass --config {facts.config_path}")
     for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
         probe = ctr.get(probe_name, {})
         port = probe.get("grpc", {}).get("port")
@@ -201,6 +206,12 @@ def main():
             "the ServiceMonitor does not select Service tpoold")
     c.check([e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"],
             "the ServiceMonitor does not scrape the named port metrics")
+
+    if args.tpoold:
+        r = subprocess.run([args.tpoold, "--check-config", str(K8S / "tpoold.toml")],
+                           capture_output=True, text=True)
+        c.check(r.returncode == 0, "tpoold --check-config rejects deploy/k8s/tpoold.toml: "
+                                   f"{r.stdout}{r.stderr}")
     return c.finish()
 
 

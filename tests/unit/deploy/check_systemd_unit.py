@@ -5,8 +5,9 @@ with the daemon's config, `systemd-analyze verify` without a complaint, and
 docs/operations.md reports.
 
 usage: check_systemd_unit.py [--tpoold PATH]
-  --tpoold: the built daemon; verify then runs on a copy of the unit whose
-  /usr/bin/tpoold is this binary. Without it (the daemon is not built), the
+  --tpoold: the built daemon; it checks deploy/tpoold.toml (the packaged
+  config) and verify runs on a copy of the unit whose /usr/bin/tpoold is
+  this binary. Without it (the daemon is not built), the
   one complaint verify may make is that /usr/bin/tpoold does not exist.
 """
 
@@ -86,6 +87,12 @@ def main():
     ro = " ".join(unit.get(("Service", "ReadOnlyPaths"), [])).split()
     for path in ("/etc/tpoold", facts.plugin_dir):
         c.check(path in ro, f"ReadOnlyPaths does not name {path}")
+
+    if args.tpoold:
+        r = subprocess.run([args.tpoold, "--check-config", str(ROOT / "deploy/tpoold.toml")],
+                           capture_output=True, text=True)
+        c.check(r.returncode == 0, f"tpoold --check-config rejects deploy/tpoold.toml, the "
+                                   f"config the unit starts with: {r.stdout}{r.stderr}")
 
     # systemd-analyze verify on a copy, pointing at the built daemon if any.
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <latch>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +23,19 @@ namespace {
 using testing::LogRecorder;
 using testing::TempDir;
 using testing::TestServices;
+
+// Distinct staging copies of versioned.so mapped into this process right now
+// (/proc/self/maps): what dlclose really unmapped, beyond the host's counter.
+std::size_t mapped_copies_of_versioned() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> paths;
+  for (std::string line; std::getline(maps, line);) {
+    auto at = line.find("/tpool-plugin.");
+    if (at != std::string::npos && line.find(".versioned.so", at) != std::string::npos)
+      paths.insert(line.substr(at));
+  }
+  return paths.size();
+}
 
 const std::string kV1 = std::string(TPOOL_IT_PLUGIN_DIR) + "/versioned_v1.so";
 const std::string kV2 = std::string(TPOOL_IT_PLUGIN_DIR) + "/versioned_v2.so";
@@ -39,6 +54,7 @@ TEST(Reload, TenThousandJobsInFlightNoneFailsOldVersionClosesAfterItsLastJob) {
   std::vector<HandlerRef> accepted(kJobs);
   for (auto& ref : accepted) ref = host->find("versioned");
   ASSERT_EQ(accepted[0].info().plugin_version, "1.0.0");
+  EXPECT_EQ(mapped_copies_of_versioned(), 1u);
 
   std::latch held(kWorkers);  // the first kWorkers jobs are inside the plugin
   std::latch gate(1);         // opened after the reload
@@ -89,6 +105,7 @@ TEST(Reload, TenThousandJobsInFlightNoneFailsOldVersionClosesAfterItsLastJob) {
     EXPECT_EQ(c.libraries_open, 2u);  // v1 still serves the in-flight jobs
     EXPECT_EQ(c.libraries_closed, 0u);
     EXPECT_FALSE(log.contains("versioned v1 fini"));
+    EXPECT_EQ(mapped_copies_of_versioned(), 2u);
     HandlerRef fresh = host->find("versioned");
     EXPECT_EQ(fresh.info().plugin_version, "2.0.0");
     EXPECT_EQ(fresh.info().generation, 2u);
@@ -124,6 +141,7 @@ TEST(Reload, TenThousandJobsInFlightNoneFailsOldVersionClosesAfterItsLastJob) {
   EXPECT_TRUE(log.contains("versioned v1 fini"));
   EXPECT_FALSE(log.contains("versioned v2 fini"));
   EXPECT_EQ(c.handler_failures, 0u);
+  EXPECT_EQ(mapped_copies_of_versioned(), 1u);  // v1 is really unmapped
 
   host.reset();  // v2 closes with the host's registry
   EXPECT_TRUE(log.contains("versioned v2 fini"));

@@ -52,7 +52,9 @@ struct HostConfig {
   // unlinked right after dlopen. Empty: $TMPDIR, else /tmp. Must allow exec
   // mappings (not mounted noexec).
   std::string staging_dir;
-  // nullptr: lines go to stderr.
+  // nullptr: lines go to stderr. Taken from the first load only (reload keeps
+  // it) and called until the last library closes, which may be after the
+  // Host is destroyed if a HandlerRef outlives it: it must stay callable.
   LogSink log_sink;
 };
 

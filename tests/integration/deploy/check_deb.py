@@ -27,7 +27,11 @@ SKIP = 77
 
 
 def run(argv, **kw):
-    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
+    argv = [str(a) for a in argv]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, **kw)
+    except OSError as e:  # a binary the package should have installed is missing
+        return subprocess.CompletedProcess(argv, 127, "", f"cannot run {argv[0]}: {e}")
 
 
 def main():
@@ -71,6 +75,13 @@ def main():
         c.check(lib in depends, f"Depends lacks {lib} (dpkg-shlibdeps did not run, or the "
                                 f"daemon no longer links it): {depends}")
 
+    # What the Dockerfile's runtime stage does, simulated: apt resolves every
+    # dependency from Debian's archive (or finds it installed).
+    r = run(["apt-get", "install", "-s", "--no-install-recommends", deb.resolve()])
+    c.check(r.returncode == 0 and re.search(r"^Inst tpoold ", r.stdout, re.M) is not None,
+            f"apt-get install -s of the package fails (exit {r.returncode}): "
+            f"{r.stdout[-1500:]}{r.stderr[-1500:]}")
+
     control = work / "control"
     r = run(["dpkg-deb", "-e", deb, control])
     c.check(r.returncode == 0, f"dpkg-deb -e failed: {r.stderr}")
@@ -85,7 +96,8 @@ def main():
             r = run(["sh", "-n", path])
             c.check(r.returncode == 0, f"{script} is not valid sh: {r.stderr}")
     postinst = (control / "postinst").read_text() if (control / "postinst").exists() else ""
-    c.check(re.search(r"adduser --system --group .* tpoold", postinst) is not None,
+    joined = re.sub(r"\\\n\s*", " ", postinst)  # shell line continuations
+    c.check(re.search(r"adduser --system --group .* tpoold\n", joined) is not None,
             "postinst does not create the tpoold system user")
     c.check("deb-systemd-helper enable 'tpoold.service'" in postinst,
             "postinst does not enable tpoold.service")

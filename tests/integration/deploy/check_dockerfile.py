@@ -16,7 +16,7 @@
    `make run`'s and `make package`'s build, the .deb test packages the dev
    tree with the same CPack rules, and CI has 2 cores.
 
-usage: check_dockerfile.py [--run WORKDIR]
+usage: check_dockerfile.py [--run WORKDIR] [--tpoold PATH]
 """
 
 import argparse
@@ -66,6 +66,7 @@ def exec_form(arg):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", metavar="WORKDIR")
+    ap.add_argument("--tpoold", help="the built daemon: it checks the image's command line")
     args = ap.parse_args()
     facts = Facts()
     c = Checker("Dockerfile")
@@ -125,6 +126,15 @@ def main():
             f"--listen is {flag('--listen')}, not 0.0.0.0:{facts.grpc_port}")
     c.check(flag("--metrics-listen") == f"0.0.0.0:{facts.metrics_port}",
             f"--metrics-listen is {flag('--metrics-listen')}, not 0.0.0.0:{facts.metrics_port}")
+    if args.tpoold and flag("--config"):
+        # The image's command line, with the config the package installs
+        # there, through the built daemon's own check.
+        check = [args.tpoold] + [str(ROOT / "deploy/tpoold.toml") if a == facts.config_path
+                                 else "--check-config" if a == "--config" else a
+                                 for a in argv[1:]]
+        r = subprocess.run(check, capture_output=True, text=True)
+        c.check(r.returncode == 0, f"the image's command line fails tpoold's check "
+                                   f"({' '.join(check)}): {r.stdout}{r.stderr}")
     ignore = (ROOT / ".dockerignore").read_text().split()
     c.check("build/" in ignore, ".dockerignore does not exclude build/")
 

@@ -6,8 +6,11 @@ uses on the release tree), then checks the .deb: its name, the dependencies
 dpkg-shlibdeps found, the conffile, the maintainer scripts (system user,
 unit enabled), and the files. Extracts it with dpkg-deb -x into a throwaway
 root and runs the installed `tpoold --check-config` on the installed config
-(and on a broken copy, which must fail) and `tpoolctl --version`, and
-`systemd-analyze verify` on the installed unit.
+(and on a broken copy, which must fail) and `tpoolctl --version`; starts the
+installed daemon on its installed config (paths moved into the root, ports
+ephemeral on loopback), checks it loads every packaged plugin and that the
+installed `tpoolctl health` gets SERVING, stops it with SIGTERM (exit 0); and
+runs `systemd-analyze verify` on the installed unit.
 
 usage: check_deb.py --build DIR --work DIR [--tpoold-built] [--tpoolctl-built]
 Exits 77 (ctest SKIP) while tpoold or tpoolctl is not part of this build.
@@ -19,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deploy"))
 from deploy_facts import Checker  # noqa: E402
@@ -32,6 +36,58 @@ def run(argv, **kw):
         return subprocess.run(argv, capture_output=True, text=True, **kw)
     except OSError as e:  # a binary the package should have installed is missing
         return subprocess.CompletedProcess(argv, 127, "", f"cannot run {argv[0]}: {e}")
+
+
+def serve_installed(c, root, work):
+    """Starts the installed tpoold on the installed config (its paths moved into
+    the extracted root, its addresses to ephemeral loopback ports), checks that
+    it loads every packaged plugin and answers `tpoolctl health`, then stops it
+    with SIGTERM (a drain) and expects exit 0."""
+    config = (root / "etc/tpoold/tpoold.toml").read_text()
+    config = config.replace('"/usr/lib/tpool/plugins"', f'"{root}/usr/lib/tpool/plugins"')
+    config = config.replace('"/etc/tpoold/plugins.d"', f'"{root}/etc/tpoold/plugins.d"')
+    config = re.sub(r'listen = "127\.0\.0\.1:\d+"', 'listen = "127.0.0.1:0"', config)
+    cfg, port_file, log = work / "serve.toml", work / "serve.port", work / "serve.log"
+    cfg.write_text(config)
+    plugins = sorted(p.stem for p in (root / "usr/lib/tpool/plugins").glob("*.so"))
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(root / "usr/bin/tpoold"), "--config", str(cfg),
+                                 "--port-file", str(port_file)], stdout=out, stderr=out)
+    try:
+        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30)
+        c.check(bool(port), f"the installed tpoold did not start serving within 30 s; log:\n"
+                            f"{log.read_text()[-2000:]}")
+        if port:
+            text = log.read_text()
+            for name in plugins:
+                c.check(f"loaded {root}/usr/lib/tpool/plugins/{name}.so" in text,
+                        f"the installed tpoold did not load the packaged plugin {name}.so")
+            r = run([root / "usr/bin/tpoolctl", "--address", f"127.0.0.1:{port}", "health"],
+                    timeout=30)
+            c.check(r.returncode == 0 and "SERVING" in r.stdout,
+                    f"the installed tpoolctl health against the installed tpoold (exit "
+                    f"{r.returncode}): {r.stdout}{r.stderr}")
+    finally:
+        proc.terminate()  # SIGTERM: drain
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+    c.check(rc == 0, f"the installed tpoold exited {rc} after SIGTERM, not 0; log:\n"
+                     f"{log.read_text()[-2000:]}")
+
+
+def wait_for(condition, seconds):
+    """Polls condition until it is truthy or the deadline passes (an external
+    process: there is nothing to wait on but the file it writes)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return None
 
 
 def main():
@@ -137,6 +193,8 @@ def main():
     c.check(r.returncode == 0 and args.version in r.stdout + r.stderr,
             f"the installed tpoold --version (exit {r.returncode}) does not print "
             f"{args.version}: {r.stdout}{r.stderr}")
+
+    serve_installed(c, root, work)
 
     # The installed unit, verified with its binary paths pointing into the
     # extracted root (systemd-analyze --root needs a whole OS tree).

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 
 namespace tpool::detail {
@@ -69,13 +70,22 @@ struct StdAtomics {
   static void fence(std::memory_order mo) noexcept { std::atomic_thread_fence(mo); }
 };
 
+constexpr bool is_power_of_two(std::size_t n) noexcept {
+  return n != 0 && (n & (n - 1)) == 0;
+}
+
 // Storage of N cells (N fixed at compile time) or of a run-time count
 // (Capacity == 0): tests and models use tiny fixed capacities to reach
-// wrap-around; the pool sizes its queues from Config at run time.
+// wrap-around; the pool sizes its queues from Config at run time (Config
+// rejects a capacity that is not a power of two). The queues take their mask
+// from size(), so a fixed-capacity queue never indexes past its array even if
+// constructed with a different run-time count.
 template <class Elem, std::size_t Capacity>
 class Slots {
  public:
-  explicit Slots(std::size_t /*runtime_capacity*/) noexcept {}
+  explicit Slots([[maybe_unused]] std::size_t runtime_capacity) noexcept {
+    assert(runtime_capacity == Capacity && "a fixed-capacity queue was given another capacity");
+  }
   Elem& operator[](std::size_t i) noexcept { return slots_[i]; }
   const Elem& operator[](std::size_t i) const noexcept { return slots_[i]; }
   static constexpr std::size_t size() noexcept { return Capacity; }
@@ -88,7 +98,9 @@ template <class Elem>
 class Slots<Elem, 0> {
  public:
   explicit Slots(std::size_t runtime_capacity)
-      : slots_(new Elem[runtime_capacity]), size_(runtime_capacity) {}
+      : slots_(new Elem[runtime_capacity]), size_(runtime_capacity) {
+    assert(is_power_of_two(runtime_capacity) && "queue capacity must be a power of two");
+  }
   ~Slots() { delete[] slots_; }
   Slots(const Slots&) = delete;
   Slots& operator=(const Slots&) = delete;
@@ -100,7 +112,5 @@ class Slots<Elem, 0> {
   Elem* slots_;
   std::size_t size_;
 };
-
-constexpr bool is_power_of_two(std::size_t n) noexcept { return n != 0 && (n & (n - 1)) == 0; }
 
 }  // namespace tpool::detail

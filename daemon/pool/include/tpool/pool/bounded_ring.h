@@ -44,7 +44,8 @@ class BoundedRing {
   static_assert(Capacity == 0 || is_power_of_two(Capacity), "capacity must be a power of two");
 
  public:
-  explicit BoundedRing(std::size_t capacity = Capacity) : slots_(capacity), mask_(capacity - 1) {
+  explicit BoundedRing(std::size_t capacity = Capacity)
+      : slots_(capacity), mask_(slots_.size() - 1) {
     for (std::size_t i = 0; i < capacity; ++i) {
       Atomics::store(slots_[i].seq, static_cast<std::uint64_t>(i), std::memory_order_relaxed);
     }
@@ -123,7 +124,7 @@ class BoundedRing {
       if (k == 0) {
         const std::uint64_t seq = Atomics::load(slots_[pos & mask_].seq, std::memory_order_acquire);
         if (static_cast<std::int64_t>(seq - (pos + 1)) < 0) return 0;  // empty or unpublished
-        pos = Atomics::load(head_, std::memory_order_relaxed);  // another consumer moved on
+        pos = Atomics::load(head_, std::memory_order_relaxed);         // another consumer moved on
         continue;
       }
       if (Atomics::cas_weak(head_, pos, pos + k, std::memory_order_relaxed,

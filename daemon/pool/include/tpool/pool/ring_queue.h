@@ -55,7 +55,8 @@ class RingQueue {
   // another victim rather than spin here).
   static constexpr int kStealRetries = 256;
 
-  explicit RingQueue(std::size_t capacity = Capacity) : slots_(capacity), mask_(capacity - 1) {}
+  explicit RingQueue(std::size_t capacity = Capacity)
+      : slots_(capacity), mask_(slots_.size() - 1) {}
   RingQueue(const RingQueue&) = delete;
   RingQueue& operator=(const RingQueue&) = delete;
 

@@ -59,7 +59,8 @@ class WorkDeque {
   static_assert(Capacity == 0 || is_power_of_two(Capacity), "capacity must be a power of two");
 
  public:
-  explicit WorkDeque(std::size_t capacity = Capacity) : slots_(capacity), mask_(capacity - 1) {}
+  explicit WorkDeque(std::size_t capacity = Capacity)
+      : slots_(capacity), mask_(slots_.size() - 1) {}
   WorkDeque(const WorkDeque&) = delete;
   WorkDeque& operator=(const WorkDeque&) = delete;
 
@@ -97,8 +98,8 @@ class WorkDeque {
     if (t == b) {
       // (inv 3) The last item: race the stealers for it. seq_cst as in the
       // paper: the CAS is part of the total order of inv 4.
-      const bool won = Atomics::cas_strong(top_, t, t + 1, std::memory_order_seq_cst,
-                                           std::memory_order_relaxed);
+      const bool won =
+          Atomics::cas_strong(top_, t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed);
       Atomics::store(bottom_, b + 1, std::memory_order_release);  // (inv 5)
       if (!won) return false;
     }
@@ -117,8 +118,8 @@ class WorkDeque {
     // bottom (push_bottom: the slot is written).
     const std::int64_t b = Atomics::load(bottom_, std::memory_order_seq_cst);
     if (t >= b) return false;
-    const T v = Atomics::load(slots_[static_cast<std::size_t>(t) & mask_],
-                              std::memory_order_relaxed);
+    const T v =
+        Atomics::load(slots_[static_cast<std::size_t>(t) & mask_], std::memory_order_relaxed);
     // seq_cst as in the paper (see pop_bottom). A failed CAS means another
     // thief or the owner took item t; our copy may be stale and is discarded.
     if (!Atomics::cas_strong(top_, t, t + 1, std::memory_order_seq_cst,

@@ -4,12 +4,18 @@ namespace tpool {
 
 std::string_view to_string(StatusCode code) noexcept {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kFull: return "full";
-    case StatusCode::kTimeout: return "timeout";
-    case StatusCode::kShutdown: return "shutdown";
-    case StatusCode::kStaleHandle: return "stale handle";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kFull:
+      return "full";
+    case StatusCode::kTimeout:
+      return "timeout";
+    case StatusCode::kShutdown:
+      return "shutdown";
+    case StatusCode::kStaleHandle:
+      return "stale handle";
   }
   return "unknown";
 }

@@ -290,10 +290,10 @@ class Pool {
 
 // What a running task may ask about itself.
 namespace this_task {
-bool is_cancelled() noexcept;    // false outside a task
-Lane lane() noexcept;            // kDefault outside a task
-Pool* pool() noexcept;           // nullptr outside a task
-int worker_index() noexcept;     // -1 outside a worker
+bool is_cancelled() noexcept;  // false outside a task
+Lane lane() noexcept;          // kDefault outside a task
+Pool* pool() noexcept;         // nullptr outside a task
+int worker_index() noexcept;   // -1 outside a worker
 }  // namespace this_task
 
 }  // namespace tpool

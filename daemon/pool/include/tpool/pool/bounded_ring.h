@@ -55,7 +55,11 @@ class BoundedRing {
 
   std::size_t capacity() const noexcept { return mask_ + 1; }
 
-  // Append v. False when full.
+  // Append v. False when full. As in Vyukov's original, "full" is also
+  // reported while the consumer of the slot one lap back has claimed it but
+  // not yet released it, so a ring with fewer items than slots can refuse a
+  // push for a moment: a caller that must not drop (the pool) sizes the ring
+  // above its item count and retries.
   bool try_push(T v) noexcept {
     std::uint64_t pos = Atomics::load(tail_, std::memory_order_relaxed);
     for (;;) {

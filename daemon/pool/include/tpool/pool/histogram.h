@@ -24,8 +24,8 @@ struct HistogramSnapshot;
 
 class LatencyHistogram {
  public:
-  static constexpr int kMinExp = 6;       // 64 ns
-  static constexpr int kMaxExp = 37;      // 2^37 ns ~ 137 s
+  static constexpr int kMinExp = 6;   // 64 ns
+  static constexpr int kMaxExp = 37;  // 2^37 ns ~ 137 s
   static constexpr int kSubBucketBits = 3;
   static constexpr int kSubBuckets = 1 << kSubBucketBits;
   static constexpr std::size_t kBuckets = 1 + (kMaxExp - kMinExp) * kSubBuckets + 1;

@@ -27,7 +27,9 @@ class [[nodiscard]] Status {
  public:
   Status() noexcept = default;
   static Status Ok() noexcept { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {StatusCode::kInvalidArgument, std::move(msg)};
+  }
   static Status Full(std::string msg) { return {StatusCode::kFull, std::move(msg)}; }
   static Status Timeout(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
   static Status Shutdown(std::string msg) { return {StatusCode::kShutdown, std::move(msg)}; }
@@ -49,7 +51,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const noexcept { return status_.ok(); }
   const Status& status() const noexcept { return status_; }

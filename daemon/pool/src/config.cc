@@ -1,0 +1,174 @@
+// Config validation and the small value types of the pool's API.
+#include <string>
+#include <thread>
+
+#include "pool_internal.h"
+
+namespace tpool {
+
+namespace {
+
+Status out_of_range(const char* field, std::uint64_t value, const std::string& range) {
+  return Status::InvalidArgument(std::string("Config.") + field + " = " + std::to_string(value) +
+                                 " is out of range: it must be " + range);
+}
+
+}  // namespace
+
+Status Config::validate() const {
+  const std::size_t max =
+      max_threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : max_threads;
+  if (max > 4096) return out_of_range("max_threads", max_threads, "1..4096 (0: one per core)");
+  if (min_threads > max) {
+    return out_of_range("min_threads", min_threads,
+                        "at most max_threads (" + std::to_string(max) + "; 0: max_threads)");
+  }
+  if (!detail::is_power_of_two(queue_capacity) || queue_capacity < 2 ||
+      queue_capacity > (std::size_t{1} << 30)) {
+    return out_of_range("queue_capacity", queue_capacity, "a power of two in 2..2^30");
+  }
+  if (!detail::is_power_of_two(local_queue_capacity) || local_queue_capacity < 2 ||
+      local_queue_capacity > 65536) {
+    return out_of_range("local_queue_capacity", local_queue_capacity, "a power of two in 2..65536");
+  }
+  if (wake_coalesce_batch < 1 || wake_coalesce_batch > 1024) {
+    return out_of_range("wake_coalesce_batch", wake_coalesce_batch, "1..1024");
+  }
+  if (inject_batch_size < 1 || inject_batch_size > 32) {
+    return out_of_range("inject_batch_size", inject_batch_size, "1..32");
+  }
+  if (steal_batch_size < 1 || steal_batch_size > local_queue_capacity / 2 + 1) {
+    return out_of_range(
+        "steal_batch_size", steal_batch_size,
+        "1..local_queue_capacity/2 (" + std::to_string(local_queue_capacity / 2 + 1) + ")");
+  }
+  if (max_submitters > 64) return out_of_range("max_submitters", max_submitters, "0..64");
+  if (blocking_workers > 0 && scheduler_variant != SchedulerVariant::kLaneExtension) {
+    return Status::InvalidArgument(
+        "Config.blocking_workers = " + std::to_string(blocking_workers) +
+        " needs scheduler_variant = lane_extension; set the variant or use 0 blocking workers");
+  }
+  if (blocking_workers >= max && blocking_workers > 0) {
+    return out_of_range("blocking_workers", blocking_workers,
+                        "below max_threads (" + std::to_string(max) +
+                            "), leaving at least one default-lane worker");
+  }
+  if (max_overflow_workers > 4096) {
+    return out_of_range("max_overflow_workers", max_overflow_workers, "0..4096");
+  }
+  if (max_overflow_workers > 0 && watchdog_interval.count() <= 0) {
+    return Status::InvalidArgument(
+        "Config.max_overflow_workers = " + std::to_string(max_overflow_workers) +
+        " needs a positive watchdog_interval (it is " + std::to_string(watchdog_interval.count()) +
+        " ns)");
+  }
+  if (watchdog_interval.count() < 0) {
+    return out_of_range("watchdog_interval", 0, "at least 0 ns (0: no watchdog)");
+  }
+  if (blocking_promotion_timeout.count() <= 0) {
+    return Status::InvalidArgument("Config.blocking_promotion_timeout must be positive (it is " +
+                                   std::to_string(blocking_promotion_timeout.count()) + " ns)");
+  }
+  if constexpr (kVariantPinned) {
+    if (scheduler_variant != kPinnedVariant) {
+      return Status::InvalidArgument(
+          std::string("Config.scheduler_variant = ") + std::string(to_string(scheduler_variant)) +
+          " but this build pins it to " + std::string(to_string(kPinnedVariant)) +
+          " (TPOOL_SCHEDULER_VARIANT); use that variant or rebuild with runtime");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string_view to_string(Lane l) noexcept {
+  return l == Lane::kBlocking ? "blocking" : "default";
+}
+std::string_view to_string(QueueKind k) noexcept {
+  return k == QueueKind::kChaseLev ? "chase_lev" : "ring";
+}
+std::string_view to_string(SchedulerVariant v) noexcept {
+  switch (v) {
+    case SchedulerVariant::kGlobalQueue:
+      return "global_queue";
+    case SchedulerVariant::kWorkStealing:
+      return "work_stealing";
+    case SchedulerVariant::kLaneExtension:
+      return "lane_extension";
+  }
+  return "unknown";
+}
+std::string_view to_string(TaskOutcome o) noexcept {
+  switch (o) {
+    case TaskOutcome::kCompleted:
+      return "completed";
+    case TaskOutcome::kFailed:
+      return "failed";
+    case TaskOutcome::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+CancelToken::Reason CancelToken::reason() const noexcept {
+  // Acquire pairs with cancel()'s release: whatever the canceller wrote
+  // before cancelling is visible to a task that sees the flag.
+  if (cancelled_.load(std::memory_order_acquire)) return Reason::kCancelled;
+  const std::int64_t d = deadline_ns_.load(std::memory_order_acquire);
+  if (d != INT64_MAX && Clock::now().time_since_epoch().count() >= d) return Reason::kDeadline;
+  return Reason::kNone;
+}
+
+void WaitGroup::done() noexcept {
+  // acq_rel: the task's effects happen before a waiter that sees zero.
+  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // seq_cst pairs with wait()'s increment of waiters_ then re-check.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_relaxed) != 0) {
+      std::lock_guard lk(mu_);
+      cv_.notify_all();
+    }
+  }
+}
+
+bool WaitGroup::wait(std::chrono::nanoseconds timeout) {
+  if (pending_.load(std::memory_order_acquire) <= 0) return true;
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool ok = true;
+  {
+    std::unique_lock lk(mu_);
+    auto ready = [&] { return pending_.load(std::memory_order_acquire) <= 0; };
+    if (timeout.count() < 0) {
+      cv_.wait(lk, ready);
+    } else {
+      ok = cv_.wait_for(lk, timeout, ready);
+    }
+  }
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return ok;
+}
+
+namespace detail {
+
+LocalQueue::LocalQueue(QueueKind kind, std::size_t cap) {
+  if (kind == QueueKind::kChaseLev) {
+    deque_ = std::make_unique<WorkDeque<Entry>>(cap);
+  } else {
+    ring_ = std::make_unique<RingQueue<Entry>>(cap);
+  }
+}
+
+std::size_t LocalQueue::push_many(std::span<const Entry> es) noexcept {
+  if (ring_) return ring_->push_many(es);
+  std::size_t n = 0;
+  while (n < es.size() && deque_->push_bottom(es[n])) ++n;
+  return n;
+}
+
+std::size_t LocalQueue::steal(std::span<Entry> dst, std::size_t max_batch) noexcept {
+  if (ring_) return ring_->steal_half(dst, max_batch);
+  if (dst.empty()) return 0;
+  return deque_->steal_top(dst[0]) ? 1 : 0;  // Chase-Lev: one at a time, no retry
+}
+
+}  // namespace detail
+}  // namespace tpool

@@ -1,0 +1,574 @@
+// Pool construction, workers, watchdog, shutdown, waiting and stats.
+#include <algorithm>
+#include <string>
+
+#include "pool_internal.h"
+
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
+namespace tpool {
+
+using detail::Descriptor;
+using detail::DescState;
+using detail::Worker;
+
+Pool::Impl::Impl(Config c)
+    : cfg(std::move(c)),
+      variant(cfg.scheduler_variant),
+      free_ring(2 * cfg.queue_capacity),
+      nonempty(1) {
+  if (cfg.max_threads == 0) cfg.max_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (cfg.min_threads == 0) cfg.min_threads = cfg.max_threads;
+  lanes_on = effective_variant() == SchedulerVariant::kLaneExtension && cfg.blocking_workers > 0;
+  // Blocking workers must all run: the blocking lane has no other server.
+  if (lanes_on) cfg.min_threads = std::max(cfg.min_threads, cfg.blocking_workers + 1);
+  core_slots = cfg.max_threads;
+  total_slots = core_slots + cfg.max_overflow_workers;
+  // Per-slot DescCaches may hold at most half the descriptors in all, so a
+  // blocked external submitter is never starved by cached free descriptors.
+  const std::size_t slots = total_slots + cfg.max_submitters;
+  cache_limit = std::min<std::size_t>(32, cfg.queue_capacity / (2 * slots));
+  descs = std::make_unique<Descriptor[]>(cfg.queue_capacity);
+  for (std::uint32_t i = 0; i < cfg.queue_capacity; ++i) {
+    detail::push_always(free_ring, i);
+  }
+  for (auto& r : inject)
+    r = std::make_unique<detail::BoundedRing<detail::Entry>>(2 * cfg.queue_capacity);
+  nonempty = std::vector<std::atomic<std::uint64_t>>((total_slots + 63) / 64);
+  ext.shared = true;
+  workers.reserve(total_slots);
+  for (std::size_t i = 0; i < total_slots; ++i) {
+    auto w = std::make_unique<Worker>();
+    w->index = static_cast<std::uint32_t>(i);
+    w->overflow = i >= core_slots;
+    w->lane = (lanes_on && i < cfg.blocking_workers) ? Lane::kBlocking : Lane::kDefault;
+    if (lanes_on) {
+      w->drains[0] = true;  // blocking workers help the default lane
+      w->drains[1] = w->lane == Lane::kBlocking || cfg.cpu_helps_blocking;
+    } else {
+      w->drains[0] = true;
+      w->drains[1] = false;
+    }
+    w->local = std::make_unique<detail::LocalQueue>(cfg.queue_kind, cfg.local_queue_capacity);
+    workers.push_back(std::move(w));
+  }
+  submitters.reserve(cfg.max_submitters);
+  for (std::size_t i = 0; i < cfg.max_submitters; ++i) {
+    auto s = std::make_unique<detail::Submitter>();
+    s->queue = std::make_unique<detail::RingQueue<detail::Entry>>(cfg.local_queue_capacity);
+    submitters.push_back(std::move(s));
+  }
+}
+
+Pool::Impl::~Impl() = default;
+
+bool Pool::Impl::start_worker(std::size_t slot, bool overflow) {
+  Worker* w = workers[slot].get();
+  w->exited.store(false, std::memory_order_relaxed);
+  w->retire.store(false, std::memory_order_relaxed);
+  w->sleep.store(detail::SleepState::kRunning, std::memory_order_relaxed);
+  w->wd_idle_ticks = 0;
+  // (inv 6) A new worker counts as awake before it can take work.
+  for (std::size_t l = 0; l < kLaneCount; ++l) {
+    if (w->drains[l]) awake[l].fetch_add(1, std::memory_order_seq_cst);
+  }
+  try {
+    w->thread = std::thread([this, w] { worker_main(w); });
+  } catch (const std::system_error&) {
+    for (std::size_t l = 0; l < kLaneCount; ++l) {
+      if (w->drains[l]) awake[l].fetch_sub(1, std::memory_order_seq_cst);
+    }
+    return false;
+  }
+#if defined(__linux__)
+  const std::string name = cfg.name.substr(0, 8) + (overflow ? "-o" : "-w") + std::to_string(slot);
+  pthread_setname_np(w->thread.native_handle(), name.substr(0, 15).c_str());
+#endif
+  if (overflow) {
+    overflow_active.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    started.fetch_add(1, std::memory_order_release);
+  }
+  return true;
+}
+
+Status Pool::Impl::start() {
+  std::lock_guard lk(spawn_mu);
+  for (std::size_t i = 0; i < cfg.min_threads; ++i) {
+    if (!start_worker(i, false)) {
+      return Status::InvalidArgument("could not start worker thread " + std::to_string(i) +
+                                     "; lower min_threads or raise the process's thread limit");
+    }
+  }
+  const bool wd = cfg.watchdog_interval.count() > 0 && cfg.max_overflow_workers > 0;
+  if (wd && cfg.watchdog_driver == WatchdogDriver::kThread) {
+    watchdog = std::thread([this] { watchdog_main(); });
+  }
+  return Status::Ok();
+}
+
+void Pool::Impl::watchdog_main() {
+  std::unique_lock lk(wd_mu);
+  while (!wd_stop) {
+    // The real clock paces the thread; tick() judges stalls on cfg.clock.
+    if (wd_cv.wait_for(lk, cfg.watchdog_interval, [&] { return wd_stop; })) break;
+    lk.unlock();
+    tick();
+    lk.lock();
+  }
+}
+
+// One watchdog tick (the seed's watchdogMain body): join retired overflow
+// workers, count default-lane workers stalled on one task, spawn at most one
+// overflow worker, and tell idle overflow workers to retire.
+void Pool::Impl::tick() {
+  std::lock_guard lk(spawn_mu);  // serialises with spawn, shutdown's joins
+  if (joined) return;
+  // Reap: join overflow workers that exited since the last tick.
+  for (std::size_t i = core_slots; i < total_slots; ++i) {
+    Worker& w = *workers[i];
+    if (w.thread.joinable() && w.exited.load(std::memory_order_acquire)) {
+      w.thread.join();
+      overflow_active.fetch_sub(1, std::memory_order_relaxed);
+      overflow_retired.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  const std::int64_t now = now_ns();
+  const std::int64_t limit = cfg.blocking_promotion_timeout.count();
+  std::size_t stalled = 0;
+  for (std::size_t i = 0; i < total_slots; ++i) {
+    Worker& w = *workers[i];
+    if (w.lane != Lane::kDefault || !w.thread.joinable()) continue;
+    // Acquire pairs with run_task's release store of the start time.
+    const std::int64_t t0 = w.task_started_ns.load(std::memory_order_acquire);
+    if (t0 != 0 && now - t0 > limit) {
+      ++stalled;
+      const std::uint64_t task = w.tasks_started.load(std::memory_order_relaxed);
+      if (w.wd_stalled_task != task) {  // count each stalled task once
+        w.wd_stalled_task = task;
+        stalls_detected.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  stalled_now.store(stalled, std::memory_order_relaxed);
+  if (stalled > 0 && accepting.load(std::memory_order_relaxed)) {
+    for (std::size_t i = core_slots; i < total_slots; ++i) {
+      if (!workers[i]->thread.joinable()) {
+        if (start_worker(i, true)) overflow_spawned.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+    }
+  }
+  // Retire: an overflow worker parked through two whole ticks (2 x interval).
+  for (std::size_t i = core_slots; i < total_slots; ++i) {
+    Worker& w = *workers[i];
+    if (!w.thread.joinable() || w.exited.load(std::memory_order_acquire)) continue;
+    if (!w.parked.load(std::memory_order_relaxed)) {
+      w.wd_idle_ticks = 0;
+      continue;
+    }
+    if (++w.wd_idle_ticks > 2) {
+      {
+        std::lock_guard plk(w.park_mu);
+        w.retire.store(true, std::memory_order_release);
+      }
+      w.park_cv.notify_one();
+    }
+  }
+}
+
+std::uint64_t Pool::Impl::sum_accepted() const {
+  std::uint64_t n = 0;
+  for_each_counters([&](const detail::Counters& c) {
+    n += c.accepted.load(std::memory_order_relaxed) - c.unaccepted.load(std::memory_order_relaxed);
+  });
+  return n;
+}
+
+std::uint64_t Pool::Impl::sum_finished() const {
+  std::uint64_t n = 0;
+  for_each_counters([&](const detail::Counters& c) {
+    n += c.completed.load(std::memory_order_relaxed) + c.failed.load(std::memory_order_relaxed) +
+         c.cancelled.load(std::memory_order_relaxed);
+  });
+  return n;
+}
+
+void Pool::Impl::for_each_counters(const std::function<void(const detail::Counters&)>& f) const {
+  f(ext);
+  for (const auto& w : workers) f(w->counters);
+  for (const auto& s : submitters) f(s->counters);
+}
+
+void Pool::Impl::join_all() {
+  {
+    std::lock_guard lk(wd_mu);
+    wd_stop = true;
+  }
+  wd_cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  std::lock_guard lk(spawn_mu);
+  if (joined) return;
+  stop.store(true, std::memory_order_seq_cst);
+  for (auto& w : workers) {
+    { std::lock_guard plk(w->park_mu); }
+    w->park_cv.notify_all();
+  }
+  for (std::size_t i = 0; i < total_slots; ++i) {
+    Worker& w = *workers[i];
+    if (!w.thread.joinable()) continue;
+    w.thread.join();
+    if (w.overflow) {
+      overflow_active.fetch_sub(1, std::memory_order_relaxed);
+      overflow_retired.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  joined = true;
+}
+
+// ---------------------------------------------------------------------------
+
+Pool::Pool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->self = this;
+}
+
+Result<std::unique_ptr<Pool>> Pool::create(Config config) {
+  if (Status s = config.validate(); !s.ok()) return s;
+  auto pool = std::unique_ptr<Pool>(new Pool(std::make_unique<Impl>(std::move(config))));
+  if (Status s = pool->impl_->start(); !s.ok()) {
+    pool->impl_->accepting.store(false);
+    pool->impl_->join_all();
+    return s;
+  }
+  return pool;
+}
+
+Pool::~Pool() {
+  const Status s = shutdown(ShutdownMode::kDrain);
+  (void)s;
+  impl_->join_all();  // after a timed-out shutdown: wait for the running tasks
+}
+
+const Config& Pool::config() const noexcept {
+  return impl_->cfg;
+}
+
+Result<TaskHandle> Pool::submit(Task task, const SubmitOptions& opts) {
+  return impl_->submit_one(task, opts, true);
+}
+
+Result<TaskHandle> Pool::try_submit(Task task, const SubmitOptions& opts) {
+  SubmitOptions o = opts;
+  o.backpressure = Backpressure::kReject;
+  return impl_->submit_one(task, o, false);
+}
+
+Result<std::size_t> Pool::submit_batch(std::span<const Task> tasks, const SubmitOptions& opts,
+                                       std::span<TaskHandle> handles) {
+  return impl_->submit_many(tasks, opts, handles);
+}
+
+Result<TaskOutcome> Pool::wait(TaskHandle h, std::chrono::nanoseconds timeout) {
+  Impl& p = *impl_;
+  if (!h.valid() || h.index >= p.cfg.queue_capacity) {
+    return Status::InvalidArgument(
+        "wait() needs the handle of a task submitted with waitable = true");
+  }
+  Descriptor& d = p.descs[h.index];
+  auto stale = [&] { return d.generation.load(std::memory_order_acquire) != h.generation; };
+  auto terminal = [&](DescState s) {
+    return s == DescState::kCompleted || s == DescState::kFailed || s == DescState::kCancelled;
+  };
+  if (stale()) return Status::StaleHandle("this task was already waited for or detached");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  DescState s = d.state.load(std::memory_order_acquire);  // pairs with finish()'s release
+  if (!terminal(s)) {
+    p.task_waiters.fetch_add(1, std::memory_order_seq_cst);  // pairs with finish()'s fence
+    std::unique_lock lk(p.done_mu);
+    auto ready = [&] {
+      s = d.state.load(std::memory_order_acquire);
+      return terminal(s) || stale();
+    };
+    bool ok = true;
+    if (timeout.count() < 0) {
+      p.done_cv.wait(lk, ready);
+    } else {
+      ok = p.done_cv.wait_until(lk, deadline, ready);
+    }
+    lk.unlock();
+    p.task_waiters.fetch_sub(1, std::memory_order_relaxed);
+    if (!ok)
+      return Status::Timeout("the task did not end within the wait timeout; wait again or detach");
+    if (stale()) return Status::StaleHandle("this task was already waited for or detached");
+  }
+  // (inv 1) CAS on release: a concurrent wait() or detach() frees it only once.
+  DescState expect = s;
+  if (!d.state.compare_exchange_strong(expect, DescState::kFree, std::memory_order_acq_rel)) {
+    return Status::StaleHandle("this task was already waited for or detached");
+  }
+  d.generation.fetch_add(1, std::memory_order_release);  // (inv 2)
+  Worker* w = worker_of(impl_.get());
+  detail::Counters& ctr = w ? w->counters : p.ext;
+  ctr.bump(ctr.released);
+  p.release_desc(h.index);
+  switch (s) {
+    case DescState::kFailed:
+      return TaskOutcome::kFailed;
+    case DescState::kCancelled:
+      return TaskOutcome::kCancelled;
+    default:
+      return TaskOutcome::kCompleted;
+  }
+}
+
+void Pool::detach(TaskHandle h) {
+  Impl& p = *impl_;
+  if (!h.valid() || h.index >= p.cfg.queue_capacity) return;
+  Descriptor& d = p.descs[h.index];
+  if (d.generation.load(std::memory_order_acquire) != h.generation) return;
+  d.detached.store(true, std::memory_order_relaxed);
+  // seq_cst pairs with finish()'s fence between its state store and its
+  // load of `detached`.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  DescState s = d.state.load(std::memory_order_relaxed);
+  if (s == DescState::kCompleted || s == DescState::kFailed || s == DescState::kCancelled) {
+    if (d.state.compare_exchange_strong(s, DescState::kFree, std::memory_order_acq_rel)) {
+      d.generation.fetch_add(1, std::memory_order_release);
+      Worker* w = worker_of(impl_.get());
+      detail::Counters& ctr = w ? w->counters : p.ext;
+      ctr.bump(ctr.released);
+      p.release_desc(h.index);
+    }
+  }
+}
+
+bool Pool::help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout) {
+  Impl& p = *impl_;
+  Worker* w = worker_of(impl_.get());
+  if (w == nullptr) return wg.wait(timeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (wg.pending() > 0) {
+    const detail::Entry e = p.next_task(w);
+    if (e != detail::kNoEntry) {
+      p.run_task(w, e);
+      continue;
+    }
+    // Nothing we can run: the rest is running elsewhere. Block on the group.
+    const auto left = timeout.count() < 0
+                          ? std::chrono::nanoseconds(-1)
+                          : std::max(std::chrono::nanoseconds(0),
+                                     std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+    return wg.wait(left);
+  }
+  return true;
+}
+
+Status Pool::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout) {
+  Impl& p = *impl_;
+  if (this_task::pool() == this) {
+    return Status::InvalidArgument(
+        "shutdown() was called from one of the pool's own tasks; call it "
+        "from a thread that is not a worker");
+  }
+  std::lock_guard lk(p.shutdown_mu);
+  if (p.joined) return Status::Ok();
+  // (inv 5) Stop accepting, then fence, then count what was accepted.
+  p.accepting.store(false, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  {
+    std::lock_guard flk(p.free_mu);  // release submitters blocked on backpressure
+  }
+  p.free_cv.notify_all();
+  if (mode == ShutdownMode::kCancelPending) {
+    // CAS queued -> cancelled for every queued descriptor (the seed's
+    // cancelQueuedTasks); their queue entries go stale (inv 2).
+    for (std::uint32_t i = 0; i < p.cfg.queue_capacity; ++i) {
+      Descriptor& d = p.descs[i];
+      DescState expect = DescState::kQueued;
+      if (d.state.compare_exchange_strong(expect, DescState::kCancelled,
+                                          std::memory_order_acq_rel)) {
+        if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
+        p.finish(nullptr, i, DescState::kCancelled);
+      }
+    }
+  }
+  // Wait for everything accepted to end.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool drained = true;
+  {
+    std::unique_lock ilk(p.idle_mu);
+    auto all_done = [&] {
+      const std::uint64_t fin = p.sum_finished();  // finished first: fin <= accepted
+      return fin >= p.sum_accepted();
+    };
+    if (timeout.count() < 0) {
+      p.idle_cv.wait(ilk, all_done);
+    } else {
+      drained = p.idle_cv.wait_until(ilk, deadline, all_done);
+    }
+  }
+  if (!drained) {
+    return Status::Timeout("shutdown did not finish within " + std::to_string(timeout.count()) +
+                           " ns: " + std::to_string(p.sum_accepted() - p.sum_finished()) +
+                           " tasks are still queued or running; call shutdown again, or with "
+                           "kCancelPending, to finish");
+  }
+  p.join_all();
+  // Drain-on-release of every slot's DescCache (the seed's shutdown order).
+  std::uint32_t buf[32];
+  for (auto& w : p.workers) {
+    w->cache.unbind();
+    const std::size_t n = w->cache.drain_all(buf);
+    for (std::size_t i = 0; i < n; ++i) detail::push_always(p.free_ring, buf[i]);
+    w->cache.unbind();
+  }
+  return Status::Ok();
+}
+
+Result<SubmitterSlot> Pool::register_submitter() {
+  Impl& p = *impl_;
+  if (tls.submitter != nullptr) {
+    return Status::InvalidArgument("this thread already holds a submitter slot; release it first");
+  }
+  if (!p.accepting.load(std::memory_order_acquire)) {
+    return Status::Shutdown("the pool is shutting down");
+  }
+  for (std::size_t i = 0; i < p.submitters.size(); ++i) {
+    bool expect = false;
+    if (p.submitters[i]->in_use.compare_exchange_strong(expect, true, std::memory_order_acq_rel)) {
+      p.submitters[i]->cache.unbind();
+      tls.sub_pool = impl_.get();
+      tls.submitter = p.submitters[i].get();
+      // Release pairs with the stealers' acquire load of the mask.
+      p.submitter_mask.fetch_or(std::uint64_t{1} << i, std::memory_order_release);
+      return SubmitterSlot(this, i);
+    }
+  }
+  return Status::Full("all " + std::to_string(p.submitters.size()) +
+                      " submitter slots are taken; raise Config.max_submitters or release one");
+}
+
+SubmitterSlot& SubmitterSlot::operator=(SubmitterSlot&& o) noexcept {
+  if (this != &o) {
+    release();
+    pool_ = o.pool_;
+    slot_ = o.slot_;
+    o.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void SubmitterSlot::release() noexcept {
+  if (pool_ == nullptr) return;
+  Pool::Impl& p = *pool_->impl_;
+  detail::Submitter& s = *p.submitters[slot_];
+  // Hand what is still queued to the inject ring, so the slot can be reused
+  // (workers may be stealing concurrently: pop claims by CAS).
+  detail::Entry e;
+  bool moved = false;
+  while (s.queue->pop(e)) {
+    detail::push_always(*p.inject[0], e);
+    moved = true;
+  }
+  std::uint32_t buf[32];
+  const std::size_t n = s.cache.drain_all(buf);
+  for (std::size_t i = 0; i < n; ++i) detail::push_always(p.free_ring, buf[i]);
+  s.cache.unbind();
+  tls.sub_pool = nullptr;
+  tls.submitter = nullptr;
+  p.submitter_mask.fetch_and(~(std::uint64_t{1} << slot_), std::memory_order_release);
+  s.in_use.store(false, std::memory_order_release);
+  if (moved) p.notify(Lane::kDefault, nullptr);
+  pool_ = nullptr;
+}
+
+void Pool::watchdog_tick() {
+  impl_->tick();
+}
+
+std::uint64_t Pool::progress() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& w : impl_->workers) n += w->tasks_started.load(std::memory_order_relaxed);
+  return n;
+}
+
+PoolStats Pool::stats() const {
+  const Impl& p = *impl_;
+  PoolStats st;
+  std::uint64_t acquired = 0;
+  std::uint64_t released = 0;
+  p.for_each_counters([&](const detail::Counters& c) {
+    auto r = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    st.submitted += r(c.submitted);
+    st.completed += r(c.completed);
+    st.failed += r(c.failed);
+    st.cancelled += r(c.cancelled);
+    st.rejected_full += r(c.rejected_full);
+    st.rejected_shutdown += r(c.rejected_shutdown);
+    st.rejected_timeout += r(c.rejected_timeout);
+    st.steal_ops += r(c.steal_ops);
+    st.steal_tasks += r(c.steal_tasks);
+    st.parks += r(c.parks);
+    st.wakeups_no_work += r(c.wakeups_no_work);
+    st.local_overflows += r(c.local_overflows);
+    acquired += r(c.acquired);
+    released += r(c.released);
+    for (std::size_t l = 0; l < kLaneCount; ++l) st.lanes[l].completed += r(c.lane_completed[l]);
+  });
+  st.live_descriptors = acquired >= released ? acquired - released : 0;
+  st.descriptor_capacity = p.cfg.queue_capacity;
+  for (std::size_t l = 0; l < kLaneCount; ++l) {
+    st.lanes[l].inject_depth = p.inject[l]->size_approx();
+    st.inject_depth += st.lanes[l].inject_depth;
+  }
+  for (std::size_t i = 0; i < p.total_slots; ++i) {
+    const Worker& w = *p.workers[i];
+    const std::uint64_t depth = w.local->size_approx();  // the LIFO slot is owner-only (inv 3)
+    st.local_depth_sum += depth;
+    st.local_depth_max = std::max(st.local_depth_max, depth);
+    for (std::size_t l = 0; l < kLaneCount; ++l) {
+      w.wait_hist[l].add_to(st.lanes[l].wait);
+      w.run_hist[l].add_to(st.lanes[l].run);
+    }
+    const bool running = w.thread.joinable() && !w.exited.load(std::memory_order_acquire);
+    if (!running) continue;
+    if (!w.overflow) {
+      ++st.workers;
+      ++st.lanes[static_cast<std::size_t>(w.lane)].workers;
+    }
+    if (w.busy.load(std::memory_order_relaxed)) ++st.busy_workers;
+    if (w.parked.load(std::memory_order_relaxed)) ++st.parked_workers;
+  }
+  for (const auto& s : p.submitters) {
+    if (s->in_use.load(std::memory_order_acquire)) st.submitter_depth += s->queue->size_approx();
+  }
+  st.stalls_detected = p.stalls_detected.load(std::memory_order_relaxed);
+  st.stalled_now = p.stalled_now.load(std::memory_order_relaxed);
+  st.overflow_spawned = p.overflow_spawned.load(std::memory_order_relaxed);
+  st.overflow_retired = p.overflow_retired.load(std::memory_order_relaxed);
+  st.overflow_active = p.overflow_active.load(std::memory_order_relaxed);
+  st.overflow_max = p.cfg.max_overflow_workers;
+  st.timestamps_enabled = kTimestamps;
+  return st;
+}
+
+namespace this_task {
+bool is_cancelled() noexcept {
+  const Descriptor* d = tls.current;
+  return d != nullptr && d->cancel != nullptr && d->cancel->is_cancelled();
+}
+Lane lane() noexcept {
+  return tls.current ? tls.current->lane : Lane::kDefault;
+}
+Pool* pool() noexcept {
+  return tls.current && tls.pool ? tls.pool->self : nullptr;
+}
+int worker_index() noexcept {
+  return tls.worker ? static_cast<int>(tls.worker->index) : -1;
+}
+}  // namespace this_task
+
+}  // namespace tpool

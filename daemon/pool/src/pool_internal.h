@@ -1,0 +1,321 @@
+// Internal state of tpool::Pool, shared by the pool's translation units.
+//
+// Thread safety and invariants (cited as "inv N" in the .cc files):
+//   (1) Descriptor states: free -> reserved -> queued -> running ->
+//       {completed, failed} -> free, and queued -> cancelled -> free. Every
+//       transition out of queued and every release to free is a CAS, so two
+//       threads can never both run, cancel or free one descriptor.
+//   (2) A queue entry is {generation, index}. A descriptor's generation is
+//       bumped when it is freed, so an entry that outlived its descriptor
+//       (cancelled by shutdown, or waited and recycled) is stale and dropped.
+//   (3) Only the owning worker touches its LIFO slot, pushes to or pops its
+//       local queue, and uses its DescCache; only the registering thread does
+//       so for a submitter slot. Other threads only steal.
+//   (4) Counters live in per-context blocks (one per worker slot, one per
+//       submitter slot, one shared block for every other thread). A private
+//       block has one writer (relaxed load + store); the shared block uses
+//       fetch_add. stats() sums them.
+//   (5) Shutdown handshake: a submitter counts the task as accepted, then a
+//       seq_cst fence, then reads `accepting_`; shutdown clears `accepting_`,
+//       then a seq_cst fence, then sums the accepted counters. So either the
+//       submitter sees the shutdown and undoes its count, or shutdown sees the
+//       count and waits for the task.
+//   (6) Wake protocol (docs/wake-protocol.md): a worker publishes `sleeping`
+//       and leaves `awake_`, fences, then re-checks every queue it may drain
+//       before it parks; a submitter publishes work, fences, then reads
+//       `awake_` / scans sleep states. Every worker that drains lane L counts
+//       in awake_[L] while its sleep state is running.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tpool/pool.h"
+#include "tpool/pool/bounded_ring.h"
+#include "tpool/pool/desc_cache.h"
+#include "tpool/pool/ring_queue.h"
+#include "tpool/pool/work_deque.h"
+
+namespace tpool {
+
+// ---- build-time switches (CMake options -> constexpr) ----------------------
+inline constexpr bool kSinglePool = TPOOL_SINGLE_POOL;
+inline constexpr bool kTimestamps = TPOOL_TIMESTAMPS_ENABLED;
+#if defined(TPOOL_PINNED_VARIANT_GLOBAL_QUEUE)
+inline constexpr bool kVariantPinned = true;
+inline constexpr SchedulerVariant kPinnedVariant = SchedulerVariant::kGlobalQueue;
+#elif defined(TPOOL_PINNED_VARIANT_WORK_STEALING)
+inline constexpr bool kVariantPinned = true;
+inline constexpr SchedulerVariant kPinnedVariant = SchedulerVariant::kWorkStealing;
+#elif defined(TPOOL_PINNED_VARIANT_LANE_EXTENSION)
+inline constexpr bool kVariantPinned = true;
+inline constexpr SchedulerVariant kPinnedVariant = SchedulerVariant::kLaneExtension;
+#else
+inline constexpr bool kVariantPinned = false;
+inline constexpr SchedulerVariant kPinnedVariant = SchedulerVariant::kWorkStealing;
+#endif
+
+namespace detail {
+
+// {generation, index} packed in one word so the queues move it atomically.
+using Entry = std::uint64_t;
+inline constexpr Entry make_entry(std::uint32_t gen, std::uint32_t idx) {
+  return (static_cast<Entry>(gen) << 32) | idx;
+}
+inline constexpr std::uint32_t entry_index(Entry e) {
+  return static_cast<std::uint32_t>(e);
+}
+inline constexpr std::uint32_t entry_gen(Entry e) {
+  return static_cast<std::uint32_t>(e >> 32);
+}
+inline constexpr Entry kNoEntry = ~Entry{0};
+
+// (inv 1) One line per state: where a descriptor in that state lives.
+enum class DescState : std::uint32_t {
+  kFree,       // in the free ring or a DescCache
+  kReserved,   // held by a submitter filling it in
+  kQueued,     // its entry is in a LIFO slot, a local/submitter queue or an inject ring
+  kRunning,    // a worker is calling fn
+  kCompleted,  // waitable, fn returned: kept until wait() or detach()
+  kFailed,     // waitable, fn threw: kept until wait() or detach()
+  kCancelled,  // waitable, cancelled before start: kept until wait() or detach()
+};
+
+struct alignas(kCacheLine) Descriptor {
+  std::atomic<DescState> state{DescState::kFree};
+  std::atomic<std::uint32_t> generation{0};
+  std::atomic<bool> detached{false};  // waitable only: nobody will wait
+  // Written by the submitter while reserved, read by the worker after the
+  // entry is published (the queues' release/acquire pairs order them).
+  TaskFn fn = nullptr;
+  void* ctx = nullptr;
+  TaskFn on_cancel = nullptr;
+  CancelToken* cancel = nullptr;
+  WaitGroup* wait_group = nullptr;
+  std::int64_t submit_ns = 0;
+  Lane lane = Lane::kDefault;
+  bool waitable = false;
+};
+
+// (inv 4) A block of counters with one writer (or shared, see bump()).
+struct alignas(kCacheLine) Counters {
+  std::atomic<std::uint64_t> submitted{0}, accepted{0}, unaccepted{0};
+  std::atomic<std::uint64_t> completed{0}, failed{0}, cancelled{0};
+  std::atomic<std::uint64_t> acquired{0}, released{0};
+  std::atomic<std::uint64_t> rejected_full{0}, rejected_shutdown{0}, rejected_timeout{0};
+  std::atomic<std::uint64_t> steal_ops{0}, steal_tasks{0}, parks{0}, wakeups_no_work{0};
+  std::atomic<std::uint64_t> local_overflows{0};
+  std::atomic<std::uint64_t> lane_completed[kLaneCount]{};
+  bool shared = false;
+
+  void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    if (shared) {
+      c.fetch_add(n, std::memory_order_relaxed);  // statistics: no ordering needed
+    } else {
+      c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // one writer
+    }
+  }
+};
+
+// A worker's owner-local queue: RingQueue (default) or Chase-Lev, chosen at
+// run time by Config::queue_kind.
+class LocalQueue {
+ public:
+  LocalQueue(QueueKind kind, std::size_t cap);
+  bool push(Entry e) noexcept { return ring_ ? ring_->push(e) : deque_->push_bottom(e); }
+  std::size_t push_many(std::span<const Entry> es) noexcept;
+  bool pop(Entry& e) noexcept { return ring_ ? ring_->pop(e) : deque_->pop_bottom(e); }
+  std::size_t steal(std::span<Entry> dst, std::size_t max_batch) noexcept;
+  std::size_t size_approx() const noexcept {
+    return ring_ ? ring_->size_approx() : deque_->size_approx();
+  }
+  std::size_t free_space() const noexcept {
+    return ring_ ? ring_->free_space() : deque_->free_space();
+  }
+
+ private:
+  std::unique_ptr<RingQueue<Entry>> ring_;
+  std::unique_ptr<WorkDeque<Entry>> deque_;
+};
+
+// Push onto a ring that has room by construction: the pool's rings have
+// twice as many slots as there are descriptors, so a push can only meet a
+// slot whose consumer has claimed it but not yet released it (BoundedRing
+// inv 3) and must retry, never drop the entry.
+template <class Ring, class T>
+void push_always(Ring& ring, T v) noexcept {
+  while (!ring.try_push(v)) std::this_thread::yield();
+}
+
+enum class SleepState : std::uint32_t { kRunning, kSleeping };
+
+struct Worker {
+  // ---- owner-only (inv 3) ----
+  Entry lifo = kNoEntry;
+  std::unique_ptr<LocalQueue> local;
+  DescCache<32> cache;
+  std::uint32_t submit_tick = 0;  // wake coalescing
+  std::uint32_t steal_hint = 0;
+  // ---- read by others ----
+  Counters counters;
+  LatencyHistogram wait_hist[kLaneCount];
+  LatencyHistogram run_hist[kLaneCount];
+  alignas(kCacheLine) std::atomic<SleepState> sleep{SleepState::kRunning};
+  std::atomic<std::int64_t> task_started_ns{0};  // 0: idle. Watchdog only.
+  std::atomic<std::uint64_t> tasks_started{0};
+  std::atomic<bool> busy{false};
+  std::atomic<bool> parked{false};  // inside the condvar wait (stats, overflow retire)
+  std::atomic<bool> retire{false};  // overflow: told to exit by the watchdog
+  std::atomic<bool> exited{false};
+  std::mutex park_mu;
+  std::condition_variable park_cv;
+  std::thread thread;
+  // ---- fixed at start ----
+  std::uint32_t index = 0;
+  Lane lane = Lane::kDefault;
+  bool overflow = false;
+  bool drains[kLaneCount] = {true, false};  // lanes whose queues this worker takes from
+  // ---- watchdog thread only ----
+  std::uint64_t wd_stalled_task = ~std::uint64_t{0};
+  std::uint32_t wd_idle_ticks = 0;
+};
+
+struct Submitter {
+  std::unique_ptr<RingQueue<Entry>> queue;
+  DescCache<32> cache;
+  Counters counters;
+  std::uint32_t submit_tick = 0;
+  std::atomic<bool> in_use{false};
+};
+
+}  // namespace detail
+
+struct Pool::Impl {
+  explicit Impl(Config c);
+  ~Impl();
+
+  // ---- configuration, fixed after create() ----
+  Config cfg;
+  SchedulerVariant variant;
+  bool lanes_on = false;  // lane_extension with blocking workers
+  std::size_t core_slots = 0;
+  std::size_t total_slots = 0;  // core + overflow
+  std::size_t cache_limit = 0;  // per-slot DescCache use (0: off for tiny pools)
+  std::unique_ptr<detail::Descriptor[]> descs;
+  detail::BoundedRing<std::uint32_t> free_ring;
+  std::unique_ptr<detail::BoundedRing<detail::Entry>> inject[kLaneCount];
+  std::vector<std::unique_ptr<detail::Worker>> workers;
+  std::vector<std::unique_ptr<detail::Submitter>> submitters;
+  std::vector<std::atomic<std::uint64_t>> nonempty;  // bitmap words, bit i: worker i's queue
+  std::atomic<std::uint64_t> submitter_mask{0};
+  detail::Counters ext;  // every thread that is neither a worker nor a submitter
+
+  // ---- lifecycle ----
+  alignas(detail::kCacheLine) std::atomic<bool> accepting{true};  // (inv 5)
+  std::atomic<bool> stop{false};                                  // workers exit when set
+  std::atomic<std::size_t> started{0};                            // core workers started
+  std::atomic<std::int64_t> awake[kLaneCount] = {};               // (inv 6)
+  std::atomic<std::uint32_t> wake_hint{0};
+  std::mutex spawn_mu;
+  std::mutex shutdown_mu;
+  bool joined = false;
+  std::atomic<std::uint64_t> shutdown_finished{0};  // cancelled by the shutdown scan
+  std::mutex idle_mu;                               // shutdown waits for accepted == finished
+  std::condition_variable idle_cv;
+  // Blocked submitters and waiters.
+  std::atomic<std::uint32_t> free_waiters{0};
+  std::mutex free_mu;
+  std::condition_variable free_cv;
+  std::atomic<std::uint32_t> task_waiters{0};
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+
+  // ---- watchdog ----
+  std::thread watchdog;
+  std::mutex wd_mu;
+  std::condition_variable wd_cv;
+  bool wd_stop = false;
+  std::atomic<std::uint64_t> stalls_detected{0};
+  std::atomic<std::size_t> stalled_now{0};
+  std::atomic<std::uint64_t> overflow_spawned{0};
+  std::atomic<std::uint64_t> overflow_retired{0};
+  std::atomic<std::size_t> overflow_active{0};
+
+  Pool* self = nullptr;
+
+  // submit.cc
+  Result<TaskHandle> submit_one(Task t, const SubmitOptions& o, bool may_block);
+  Result<std::size_t> submit_many(std::span<const Task> ts, const SubmitOptions& o,
+                                  std::span<TaskHandle> handles);
+  bool acquire(std::uint32_t* out, std::size_t n, detail::Worker* w, detail::Submitter* s,
+               std::size_t& got);
+  void release_desc(std::uint32_t idx);
+  void enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
+  void notify(Lane lane, std::uint32_t* tick);
+  bool wake_one(Lane lane);
+  Lane route(Lane requested) const noexcept;
+
+  // worker.cc
+  void worker_main(detail::Worker* w);
+  detail::Entry next_task(detail::Worker* w);
+  void run_task(detail::Worker* w, detail::Entry e);
+  void finish(detail::Worker* w, std::uint32_t idx, detail::DescState outcome);
+  bool idle(detail::Worker* w);
+  bool work_visible(detail::Worker* w);
+  void mark_nonempty(std::size_t i) noexcept;
+  void clear_nonempty(std::size_t i) noexcept;
+  detail::Entry take_from_inject(detail::Worker* w, Lane lane);
+  detail::Entry steal_from(detail::Worker* w, Lane lane);
+
+  // lifecycle.cc
+  Status start();
+  bool start_worker(std::size_t slot, bool overflow);
+  void watchdog_main();
+  void tick();
+  void join_all();
+  std::uint64_t sum_accepted() const;
+  std::uint64_t sum_finished() const;
+  void for_each_counters(const std::function<void(const detail::Counters&)>& f) const;
+
+  SchedulerVariant effective_variant() const noexcept {
+    if constexpr (kVariantPinned) return kPinnedVariant;
+    return variant;
+  }
+  bool uses_local_queues() const noexcept {
+    return effective_variant() != SchedulerVariant::kGlobalQueue;
+  }
+  std::int64_t now_ns() const noexcept {
+    if (cfg.clock != nullptr) return cfg.clock->now().count();
+    return std::chrono::steady_clock::now().time_since_epoch().count();
+  }
+};
+
+// The calling thread's role in a pool (inv 3).
+struct ThreadCtx {
+  Pool::Impl* pool = nullptr;  // the pool whose worker this thread is
+  detail::Worker* worker = nullptr;
+  Pool::Impl* sub_pool = nullptr;  // the pool this thread holds a submitter slot of
+  detail::Submitter* submitter = nullptr;
+  detail::Descriptor* current = nullptr;  // the running task's descriptor
+};
+extern thread_local ThreadCtx tls;
+
+// The worker context of the calling thread for pool p, or null.
+inline detail::Worker* worker_of(const Pool::Impl* p) noexcept {
+  if constexpr (kSinglePool) {
+    // TPOOL_SINGLE_POOL: no identity check. A worker of another pool would
+    // be taken for ours (the seed's cross-pool hazard): only for processes
+    // with exactly one Pool.
+    return tls.worker;
+  }
+  return tls.pool == p ? tls.worker : nullptr;
+}
+
+}  // namespace tpool

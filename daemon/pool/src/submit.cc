@@ -1,0 +1,287 @@
+// The submit side of the pool: descriptors in, entries onto queues, wakes.
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "pool_internal.h"
+
+namespace tpool {
+
+using detail::Descriptor;
+using detail::DescState;
+using detail::Entry;
+using detail::SleepState;
+using detail::Submitter;
+using detail::Worker;
+
+namespace {
+
+std::string full_message(const Config& c) {
+  return "the pool has no free task descriptor (queue_capacity=" +
+         std::to_string(c.queue_capacity) +
+         ", all queued or running); retry later, use Backpressure::kBlock, or raise "
+         "queue_capacity";
+}
+
+}  // namespace
+
+Lane Pool::Impl::route(Lane requested) const noexcept {
+  // Blocking work with no blocking workers runs on the default lane.
+  return (requested == Lane::kBlocking && lanes_on) ? Lane::kBlocking : Lane::kDefault;
+}
+
+// Take n free descriptors: the caller's DescCache first, then the free ring in
+// batches of up to 32 with one head CAS (the seed's acquireDescriptorBatch).
+bool Pool::Impl::acquire(std::uint32_t* out, std::size_t n, Worker* w, Submitter* s,
+                         std::size_t& got) {
+  detail::DescCache<32>* cache = w ? &w->cache : (s ? &s->cache : nullptr);
+  if (cache != nullptr) {
+    while (got < n && cache->try_pop(out[got])) ++got;
+  }
+  while (got < n) {
+    std::uint32_t batch[32];
+    const std::size_t want = cache != nullptr && cache_limit > 0
+                                 ? std::min<std::size_t>(32, cache_limit + (n - got))
+                                 : std::min<std::size_t>(32, n - got);
+    const std::size_t k = free_ring.pop_many(std::span<std::uint32_t>(batch, want));
+    if (k == 0) return false;
+    std::size_t i = 0;
+    for (; i < k && got < n; ++i) out[got++] = batch[i];
+    for (; i < k; ++i) {
+      if (cache == nullptr || cache->size() >= cache_limit || !cache->push(batch[i])) {
+        release_desc(batch[i]);  // (cannot happen with want computed above; kept for safety)
+      }
+    }
+  }
+  return true;
+}
+
+// Return a free descriptor: the releasing thread's DescCache, else the ring.
+void Pool::Impl::release_desc(std::uint32_t idx) {
+  Worker* w = worker_of(this);
+  Submitter* s = tls.sub_pool == this ? tls.submitter : nullptr;
+  detail::DescCache<32>* cache = w ? &w->cache : (s ? &s->cache : nullptr);
+  // A blocked submitter waits on the ring, so bypass the caches then.
+  if (cache != nullptr && cache->size() < cache_limit &&
+      free_waiters.load(std::memory_order_relaxed) == 0 && cache->push(idx)) {
+    return;
+  }
+  detail::push_always(free_ring, idx);  // it holds every descriptor at most once (inv 1)
+  // seq_cst pairs with the waiter's increment of free_waiters before it
+  // re-checks the ring (store-buffering: one of us sees the other).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (free_waiters.load(std::memory_order_relaxed) != 0) {
+    std::lock_guard lk(free_mu);
+    free_cv.notify_all();
+  }
+}
+
+Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o, bool may_block) {
+  TaskHandle h;
+  Result<std::size_t> r = submit_many(
+      std::span<const Task>(&t, 1), may_block ? o : SubmitOptions(o), std::span<TaskHandle>(&h, 1));
+  if (!r.ok()) return r.status();
+  return h;
+}
+
+Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const SubmitOptions& o,
+                                            std::span<TaskHandle> handles) {
+  if (ts.empty()) return std::size_t{0};
+  for (const Task& t : ts) {
+    if (t.fn == nullptr) {
+      return Status::InvalidArgument("a task's fn is null; pass a function to run");
+    }
+  }
+  Worker* w = worker_of(this);
+  Submitter* s = (w == nullptr && tls.sub_pool == this) ? tls.submitter : nullptr;
+  detail::Counters& ctr = w ? w->counters : (s ? s->counters : ext);
+
+  // (inv 5) Count the tasks as accepted, fence, then look at `accepting`.
+  ctr.bump(ctr.accepted, ts.size());
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto unaccept = [&](std::size_t n) {
+    ctr.bump(ctr.unaccepted, n);
+    if (!accepting.load(std::memory_order_seq_cst)) {
+      std::lock_guard lk(idle_mu);
+      idle_cv.notify_all();
+    }
+  };
+  if (!accepting.load(std::memory_order_relaxed)) {
+    unaccept(ts.size());
+    ctr.bump(ctr.rejected_shutdown, ts.size());
+    return Status::Shutdown("the pool is shutting down and accepts no new tasks");
+  }
+
+  // Descriptors: as many as possible, then block or reject for the rest.
+  constexpr std::size_t kChunk = 256;
+  std::size_t done = 0;
+  const Backpressure bp = o.backpressure.value_or(cfg.backpressure);
+  const auto timeout = o.block_timeout.value_or(cfg.block_timeout);
+  const bool timed = timeout.count() >= 0;
+  const auto deadline = std::chrono::steady_clock::now() + (timed ? timeout : timeout.zero());
+  const Lane lane = route(o.lane);
+  std::int64_t stamp = 0;
+  if constexpr (kTimestamps) stamp = now_ns();
+  Status failure;
+
+  while (done < ts.size()) {
+    std::uint32_t idx[kChunk];
+    const std::size_t want = std::min(kChunk, ts.size() - done);
+    std::size_t got = 0;
+    acquire(idx, want, w, s, got);
+    if (got == 0) {
+      if (bp == Backpressure::kReject || (timed && timeout.count() == 0)) {
+        failure = Status::Full(full_message(cfg));
+        ctr.bump(ctr.rejected_full, ts.size() - done);
+        break;
+      }
+      // Block for a free descriptor. free_waiters makes releases bypass the
+      // DescCaches and notify us; the fence pairs with release_desc's.
+      free_waiters.fetch_add(1, std::memory_order_seq_cst);
+      {
+        std::unique_lock lk(free_mu);
+        for (;;) {
+          if (!accepting.load(std::memory_order_acquire)) break;
+          if (free_ring.size_approx() > 0) break;
+          if (!timed) {
+            free_cv.wait(lk);
+          } else if (free_cv.wait_until(lk, deadline) == std::cv_status::timeout) {
+            break;
+          }
+        }
+      }
+      free_waiters.fetch_sub(1, std::memory_order_relaxed);
+      if (!accepting.load(std::memory_order_acquire)) {
+        failure = Status::Shutdown("the pool shut down while this submit waited for a free slot");
+        ctr.bump(ctr.rejected_shutdown, ts.size() - done);
+        break;
+      }
+      if (timed && std::chrono::steady_clock::now() >= deadline && free_ring.size_approx() == 0) {
+        failure = Status::Timeout("no task descriptor became free within the submit timeout (" +
+                                  std::to_string(timeout.count()) +
+                                  " ns); the pool is saturated: retry later or raise "
+                                  "queue_capacity");
+        ctr.bump(ctr.rejected_timeout, ts.size() - done);
+        break;
+      }
+      continue;
+    }
+    ctr.bump(ctr.acquired, got);
+    for (std::size_t i = 0; i < got; ++i) {
+      const Task& t = ts[done + i];
+      Descriptor& d = descs[idx[i]];
+      d.fn = t.fn;
+      d.ctx = t.ctx;
+      d.on_cancel = o.on_cancel;
+      d.cancel = o.cancel;
+      d.wait_group = o.wait_group;
+      d.lane = lane;
+      d.waitable = o.waitable;
+      d.submit_ns = stamp;
+      d.detached.store(false, std::memory_order_relaxed);
+      if (o.wait_group != nullptr) o.wait_group->add(1);
+      // (inv 1) reserved -> queued. Release: the fields above are visible to
+      // whoever reads the state (wait(), the shutdown scan); workers also get
+      // them through the queues' release/acquire.
+      d.state.store(DescState::kQueued, std::memory_order_release);
+      const std::uint32_t gen = d.generation.load(std::memory_order_relaxed);
+      if (o.waitable && done + i < handles.size()) handles[done + i] = TaskHandle{idx[i], gen};
+      enqueue(detail::make_entry(gen, idx[i]), lane, w, s);
+    }
+    done += got;
+    ctr.bump(ctr.submitted, got);
+    notify(lane, w ? &w->submit_tick : (s ? &s->submit_tick : nullptr));
+  }
+  if (done < ts.size()) unaccept(ts.size() - done);
+  if (done == 0) return failure;
+  return done;
+}
+
+// Put one entry on the best queue for the calling thread (the seed's
+// enqueuePush): LIFO slot -> local queue -> submitter queue -> inject ring.
+void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
+  if (uses_local_queues()) {
+    if (w != nullptr && w->lane == lane && !w->overflow) {
+      if (w->lifo == detail::kNoEntry) {  // (inv 3) owner-only slot: a plain store
+        w->lifo = e;
+        return;
+      }
+      if (w->local->push(e)) {
+        mark_nonempty(w->index);
+        return;
+      }
+      w->counters.bump(w->counters.local_overflows);
+    } else if (w != nullptr && w->lane == lane) {
+      // Overflow workers keep a local queue too, but no LIFO slot: they may
+      // retire at any idle moment and must not strand a task there.
+      if (w->local->push(e)) {
+        mark_nonempty(w->index);
+        return;
+      }
+      w->counters.bump(w->counters.local_overflows);
+    }
+    if (s != nullptr && lane == Lane::kDefault && s->queue->push(e)) return;
+  }
+  detail::push_always(*inject[static_cast<std::size_t>(lane)], e);
+}
+
+// The waker's side of the handshake (inv 6; docs/wake-protocol.md, w1..w3).
+void Pool::Impl::notify(Lane lane, std::uint32_t* tick) {
+  // w1: order the push of work before the reads of the sleep state below;
+  // pairs with the fence in idle() after a worker publishes `sleeping`.
+  // Acquire/release cannot order a store before a later load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const auto l = static_cast<std::size_t>(lane);
+  const std::int64_t up = awake[l].load(std::memory_order_relaxed);  // ordered by the fence
+  // w2: coalescing. Skipping is safe while some worker that drains this lane
+  // is awake: it re-checks the queues after publishing `sleeping`.
+  if (cfg.wake_coalesce_batch > 1 && up > 0) {
+    std::uint32_t local_tick = 0;
+    std::uint32_t& t = tick ? *tick : local_tick;
+    if (++t % cfg.wake_coalesce_batch != 0) return;
+  }
+  // Everyone who could take it is awake: nothing to wake.
+  if (up >= static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
+                                      overflow_active.load(std::memory_order_relaxed)) &&
+      started.load(std::memory_order_relaxed) >= cfg.max_threads) {
+    return;
+  }
+  if (!wake_one(lane)) {
+    // w3 found nobody asleep: grow towards max_threads if we can.
+    std::size_t n = started.load(std::memory_order_acquire);
+    if (n < cfg.max_threads) {
+      std::lock_guard lk(spawn_mu);
+      n = started.load(std::memory_order_relaxed);
+      if (n < cfg.max_threads && accepting.load(std::memory_order_relaxed)) start_worker(n, false);
+    }
+  }
+}
+
+// w3: scan sleep states from a rotating hint and wake at most one worker that
+// drains `lane`. True if one was woken.
+bool Pool::Impl::wake_one(Lane lane) {
+  const auto l = static_cast<std::size_t>(lane);
+  const std::size_t n = total_slots;
+  const std::size_t start_at = wake_hint.fetch_add(1, std::memory_order_relaxed) % n;
+  for (std::size_t k = 0; k < n; ++k) {
+    Worker& w = *workers[(start_at + k) % n];
+    if (!w.drains[l]) continue;
+    SleepState expect = SleepState::kSleeping;
+    if (w.sleep.load(std::memory_order_relaxed) != expect) continue;
+    // seq_cst: part of the handshake's total order with the worker's own
+    // CAS in idle() (exactly one of us moves it back to running).
+    if (w.sleep.compare_exchange_strong(expect, SleepState::kRunning, std::memory_order_seq_cst)) {
+      for (std::size_t x = 0; x < kLaneCount; ++x) {
+        if (w.drains[x]) awake[x].fetch_add(1, std::memory_order_seq_cst);
+      }
+      {
+        std::lock_guard lk(w.park_mu);  // the worker checks `sleep` under this mutex
+      }
+      w.park_cv.notify_one();
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace tpool

@@ -1,0 +1,351 @@
+// The worker side of the pool: find work, run it, sleep when there is none.
+#include <algorithm>
+#include <bit>
+#include <exception>
+#include <thread>
+
+#include "pool_internal.h"
+
+namespace tpool {
+
+using detail::Descriptor;
+using detail::DescState;
+using detail::Entry;
+using detail::kNoEntry;
+using detail::SleepState;
+using detail::Worker;
+
+thread_local ThreadCtx tls;
+
+namespace {
+// Rounds of next_task a worker retries before it starts the sleep transition.
+// Picked by hand: enough to catch a submitter's next push on a busy pool
+// without burning a core on an idle one.
+constexpr int kSpinRounds = 4;
+}  // namespace
+
+void Pool::Impl::mark_nonempty(std::size_t i) noexcept {
+  std::atomic<std::uint64_t>& word = nonempty[i / 64];
+  const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+  // Relaxed: the bitmap is a hint for stealers; correctness comes from the
+  // sleep re-check, which looks at every queue (inv 6).
+  if ((word.load(std::memory_order_relaxed) & bit) == 0) {
+    word.fetch_or(bit, std::memory_order_relaxed);
+  }
+}
+
+void Pool::Impl::clear_nonempty(std::size_t i) noexcept {
+  std::atomic<std::uint64_t>& word = nonempty[i / 64];
+  const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+  if ((word.load(std::memory_order_relaxed) & bit) != 0) {
+    word.fetch_and(~bit, std::memory_order_relaxed);  // a hint, as in mark_nonempty
+  }
+}
+
+// Drain an inject ring: one head CAS for up to inject_batch_size entries; run
+// the first, spill the rest to the local queue (the seed's popMany spill).
+Entry Pool::Impl::take_from_inject(Worker* w, Lane lane) {
+  auto& ring = *inject[static_cast<std::size_t>(lane)];
+  Entry buf[32];
+  std::size_t want = 1;
+  if (uses_local_queues() && w->lane == lane) {
+    want = std::min<std::size_t>(cfg.inject_batch_size, w->local->free_space() + 1);
+  }
+  const std::size_t n = ring.pop_many(std::span<Entry>(buf, want));
+  if (n == 0) return kNoEntry;
+  if (n > 1) {
+    const std::size_t pushed = w->local->push_many(std::span<const Entry>(buf + 1, n - 1));
+    for (std::size_t i = 1 + pushed; i < n; ++i) {
+      detail::push_always(ring, buf[i]);  // no room after all: give them back
+    }
+    if (pushed > 0) mark_nonempty(w->index);
+    notify(lane, nullptr);  // more work than one worker: let a sleeper steal it
+  }
+  return buf[0];
+}
+
+// Steal half of a victim's queue: registered submitters first (they have no
+// worker to run their queue), then workers found through the bitmap.
+Entry Pool::Impl::steal_from(Worker* w, Lane lane) {
+  const std::size_t room = w->local->free_space();
+  const std::size_t max_batch = std::max<std::size_t>(1, std::min(cfg.steal_batch_size, room + 1));
+  Entry buf[512];
+  const std::size_t cap = std::min<std::size_t>(max_batch, 512);
+  auto take = [&](std::size_t n) -> Entry {
+    w->counters.bump(w->counters.steal_ops);
+    w->counters.bump(w->counters.steal_tasks, n);
+    if (n > 1) {
+      const std::size_t pushed = w->local->push_many(std::span<const Entry>(buf + 1, n - 1));
+      for (std::size_t i = 1 + pushed; i < n; ++i) {
+        detail::push_always(*inject[static_cast<std::size_t>(lane)], buf[i]);
+      }
+      if (pushed > 0) mark_nonempty(w->index);
+    }
+    return buf[0];
+  };
+  if (lane == Lane::kDefault) {
+    std::uint64_t mask = submitter_mask.load(std::memory_order_acquire);
+    while (mask != 0) {
+      const int i = std::countr_zero(mask);
+      mask &= mask - 1;
+      const std::size_t n = submitters[static_cast<std::size_t>(i)]->queue->steal_half(
+          std::span<Entry>(buf, cap), cap);
+      if (n > 0) return take(n);
+    }
+  }
+  const std::size_t words = nonempty.size();
+  const std::size_t start = w->steal_hint++;
+  for (std::size_t k = 0; k < words; ++k) {
+    const std::size_t wi = (start + k) % words;
+    std::uint64_t bits = nonempty[wi].load(std::memory_order_relaxed);
+    while (bits != 0) {
+      const std::size_t v = wi * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      bits &= bits - 1;
+      if (v == w->index || v >= total_slots) continue;
+      Worker& victim = *workers[v];
+      if (victim.lane != lane) continue;  // stealing respects lanes
+      const std::size_t n = victim.local->steal(std::span<Entry>(buf, cap), cap);
+      if (n > 0) return take(n);
+      // Reconcile a stale bit (the seed's non-empty reconciliation).
+      if (victim.local->size_approx() == 0) clear_nonempty(v);
+    }
+  }
+  return kNoEntry;
+}
+
+// The seed's nextTask: LIFO slot -> local queue -> own lane's inject ->
+// submitter queues -> steal -> the other lane (rebalance) -> nothing.
+Entry Pool::Impl::next_task(Worker* w) {
+  Entry e = kNoEntry;
+  if (!uses_local_queues()) {
+    for (std::size_t l = 0; l < kLaneCount; ++l) {
+      if (w->drains[l] && inject[l]->pop(e)) return e;
+    }
+    return kNoEntry;
+  }
+  if (w->lifo != kNoEntry) {  // (inv 3) ours alone
+    e = w->lifo;
+    w->lifo = kNoEntry;
+    return e;
+  }
+  if (w->local->pop(e)) return e;
+  const Lane own = w->lane;
+  if ((e = take_from_inject(w, own)) != kNoEntry) return e;
+  if ((e = steal_from(w, own)) != kNoEntry) return e;
+  // Rebalance (L3): blocking workers help the default lane when their own is
+  // empty; default workers help the blocking lane only with cpu_helps_blocking.
+  const Lane other = own == Lane::kDefault ? Lane::kBlocking : Lane::kDefault;
+  if (lanes_on && w->drains[static_cast<std::size_t>(other)]) {
+    if (inject[static_cast<std::size_t>(other)]->pop(e)) return e;
+    if ((e = steal_from(w, other)) != kNoEntry) return e;
+  }
+  return kNoEntry;
+}
+
+void Pool::Impl::run_task(Worker* w, Entry e) {
+  const std::uint32_t idx = detail::entry_index(e);
+  Descriptor& d = descs[idx];
+  // (inv 2) Drop a stale entry. Acquire pairs with the release of the
+  // generation bump in finish()/wait(); a stale gen means the entry's task
+  // already ended.
+  if (d.generation.load(std::memory_order_acquire) != detail::entry_gen(e)) return;
+  DescState expect = DescState::kQueued;
+  if (d.cancel != nullptr && d.cancel->is_cancelled()) {
+    // (inv 1) queued -> cancelled, racing only the shutdown scan.
+    if (d.state.compare_exchange_strong(expect, DescState::kCancelled, std::memory_order_acq_rel)) {
+      if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
+      finish(w, idx, DescState::kCancelled);
+    }
+    return;
+  }
+  // (inv 1) queued -> running; losing means the shutdown scan cancelled it.
+  if (!d.state.compare_exchange_strong(expect, DescState::kRunning, std::memory_order_acq_rel)) {
+    return;
+  }
+  const auto l = static_cast<std::size_t>(d.lane);
+  std::int64_t start = 0;
+  if constexpr (kTimestamps) {
+    start = now_ns();
+    w->wait_hist[l].record(
+        static_cast<std::uint64_t>(std::max<std::int64_t>(0, start - d.submit_ns)));
+  }
+  const bool watched = cfg.max_overflow_workers > 0 && cfg.watchdog_interval.count() > 0;
+  Descriptor* const outer = tls.current;  // help_wait runs tasks inside a task
+  tls.current = &d;
+  w->busy.store(true, std::memory_order_relaxed);
+  w->tasks_started.store(w->tasks_started.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);  // progress(): one writer
+  if (watched) {
+    // Release pairs with the watchdog's acquire: a stall is judged on this
+    // task's start, never on an older one.
+    w->task_started_ns.store(kTimestamps ? start : now_ns(), std::memory_order_release);
+  }
+  DescState outcome = DescState::kCompleted;
+  try {
+    d.fn(d.ctx);
+  } catch (...) {  // a task's exception never kills a worker: it fails the task
+    outcome = DescState::kFailed;
+  }
+  if (watched) w->task_started_ns.store(outer ? now_ns() : 0, std::memory_order_release);
+  w->busy.store(outer != nullptr, std::memory_order_relaxed);
+  tls.current = outer;
+  if constexpr (kTimestamps) {
+    w->run_hist[l].record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, now_ns() - start)));
+  }
+  finish(w, idx, outcome);
+}
+
+// A task ended (ran, threw, or was cancelled before it started). Counters,
+// then the descriptor: kept for wait() if waitable, else freed; then the
+// wait group, last, so a waiter that wakes finds the descriptor released.
+void Pool::Impl::finish(Worker* w, std::uint32_t idx, DescState outcome) {
+  Descriptor& d = descs[idx];
+  detail::Counters& ctr = w ? w->counters : ext;
+  WaitGroup* const wg = d.wait_group;
+  const auto l = static_cast<std::size_t>(d.lane);
+  if (outcome == DescState::kCompleted) ctr.bump(ctr.completed);
+  if (outcome == DescState::kFailed) ctr.bump(ctr.failed);
+  if (outcome == DescState::kCancelled) ctr.bump(ctr.cancelled);
+  if (outcome != DescState::kCancelled) ctr.bump(ctr.lane_completed[l]);
+  bool release = !d.waitable;
+  if (d.waitable) {
+    // Release pairs with wait()'s acquire load of the state.
+    d.state.store(outcome, std::memory_order_release);
+    // seq_cst: pairs with detach()'s store of `detached` then load of state;
+    // one of us sees the other, so exactly one frees it (by CAS below).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (d.detached.load(std::memory_order_relaxed)) {
+      DescState expect = outcome;
+      release =
+          d.state.compare_exchange_strong(expect, DescState::kFree, std::memory_order_acq_rel);
+    } else if (task_waiters.load(std::memory_order_relaxed) != 0) {
+      std::lock_guard lk(done_mu);
+      done_cv.notify_all();
+    }
+  } else {
+    d.state.store(DescState::kFree, std::memory_order_relaxed);
+  }
+  if (release) {
+    // (inv 2) Invalidate entries and handles. Release pairs with run_task's
+    // and wait()'s acquire loads of the generation.
+    d.generation.fetch_add(1, std::memory_order_release);
+    ctr.bump(ctr.released);
+    release_desc(idx);
+  }
+  if (wg != nullptr) wg->done();
+  if (!accepting.load(std::memory_order_relaxed)) {  // shutdown waits for the count
+    std::lock_guard lk(idle_mu);
+    idle_cv.notify_all();
+  }
+}
+
+// Any queue this worker may drain non-empty? Looks at every queue, not the
+// bitmap, and repairs the bitmap for what it finds (inv 6).
+bool Pool::Impl::work_visible(Worker* w) {
+  for (std::size_t l = 0; l < kLaneCount; ++l) {
+    if (!w->drains[l]) continue;
+    if (inject[l]->size_approx() > 0) return true;
+  }
+  if (!uses_local_queues()) return false;
+  if (w->lifo != kNoEntry || w->local->size_approx() > 0) return true;
+  if (w->drains[0] && submitter_mask.load(std::memory_order_acquire) != 0) {
+    for (const auto& s : submitters) {
+      if (s->in_use.load(std::memory_order_acquire) && s->queue->size_approx() > 0) return true;
+    }
+  }
+  for (std::size_t v = 0; v < total_slots; ++v) {
+    Worker& victim = *workers[v];
+    if (&victim == w || !w->drains[static_cast<std::size_t>(victim.lane)]) continue;
+    if (victim.local->size_approx() > 0) {
+      mark_nonempty(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The sleep transition (docs/wake-protocol.md, c1..c3). Returns false when
+// the worker should exit.
+bool Pool::Impl::idle(Worker* w) {
+  // c1: publish `sleeping`, then leave the awake count of each lane we drain.
+  // seq_cst: these must precede the re-check's loads in the total order the
+  // waker's fence joins (store-buffering; acquire/release is not enough).
+  w->sleep.store(SleepState::kSleeping, std::memory_order_seq_cst);
+  for (std::size_t l = 0; l < kLaneCount; ++l) {
+    if (w->drains[l]) awake[l].fetch_sub(1, std::memory_order_seq_cst);
+  }
+  // c2: fence, then re-check every queue we may drain.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool exiting = stop.load(std::memory_order_acquire) ||
+                       (w->overflow && w->retire.load(std::memory_order_acquire));
+  if (exiting || work_visible(w)) {
+    SleepState expect = SleepState::kSleeping;
+    // Take ourselves back; if a waker beat us to it, it already counted us.
+    if (w->sleep.compare_exchange_strong(expect, SleepState::kRunning, std::memory_order_seq_cst)) {
+      for (std::size_t l = 0; l < kLaneCount; ++l) {
+        if (w->drains[l]) awake[l].fetch_add(1, std::memory_order_seq_cst);
+      }
+    }
+    return !exiting;
+  }
+  // c3: park until a waker flips us to running (under park_mu, so its notify
+  // cannot fall between our check and our wait).
+  w->counters.bump(w->counters.parks);
+  {
+    std::unique_lock lk(w->park_mu);
+    w->parked.store(true, std::memory_order_relaxed);
+    w->park_cv.wait(lk, [&] {
+      return w->sleep.load(std::memory_order_acquire) == SleepState::kRunning ||
+             stop.load(std::memory_order_acquire) ||
+             (w->overflow && w->retire.load(std::memory_order_acquire));
+    });
+    w->parked.store(false, std::memory_order_relaxed);
+  }
+  SleepState expect = SleepState::kSleeping;
+  if (w->sleep.compare_exchange_strong(expect, SleepState::kRunning, std::memory_order_seq_cst)) {
+    // Woken by stop/retire rather than by a waker: count ourselves back in.
+    for (std::size_t l = 0; l < kLaneCount; ++l) {
+      if (w->drains[l]) awake[l].fetch_add(1, std::memory_order_seq_cst);
+    }
+  }
+  return !(stop.load(std::memory_order_acquire) ||
+           (w->overflow && w->retire.load(std::memory_order_acquire)));
+}
+
+void Pool::Impl::worker_main(Worker* w) {
+  tls.pool = this;
+  tls.worker = w;
+  bool woken = false;
+  for (;;) {
+    Entry e = next_task(w);
+    for (int spin = 0; e == kNoEntry && spin < kSpinRounds; ++spin) {
+      std::this_thread::yield();
+      e = next_task(w);
+    }
+    if (e != kNoEntry) {
+      woken = false;
+      run_task(w, e);
+      continue;
+    }
+    if (woken) w->counters.bump(w->counters.wakeups_no_work);
+    // Exit only when stopping with nothing left that we could run.
+    if (stop.load(std::memory_order_acquire) && !work_visible(w)) break;
+    if (!idle(w)) {
+      if (stop.load(std::memory_order_acquire) && work_visible(w)) continue;  // drain first
+      break;
+    }
+    woken = true;
+  }
+  // Retiring overflow workers and stopping workers hand back their cached
+  // descriptors (drain-on-release, seed: DescCache).
+  std::uint32_t buf[32];
+  const std::size_t n = w->cache.drain_all(buf);
+  for (std::size_t i = 0; i < n; ++i) {
+    detail::push_always(free_ring, buf[i]);
+  }
+  w->cache.unbind();
+  tls = ThreadCtx{};
+  w->exited.store(true, std::memory_order_release);
+}
+
+}  // namespace tpool

@@ -1,5 +1,5 @@
-// Relacy model of RingQueue: one owner (push, pop) and two stealers
-// (steal_half), capacity 4, six items so the ring wraps around.
+// Relacy model of RingQueue: one owner (push_many, push, pop) and two
+// stealers (steal_half), capacity 4, six items so the ring wraps around.
 #include <array>
 
 #include "model_main.h"
@@ -28,15 +28,20 @@ struct RingQueueModel : rl::test_suite<RingQueueModel, kThreads> {
 
   void thread(unsigned id) {
     if (id == 0) {
-      // The owner interleaves: push two, pop one; pop when full.
-      for (int i = 1; i <= kItems; ++i) {
-        int v = 0;
+      // The owner publishes items 1..3 with one push_many, then interleaves:
+      // push one, pop every second; pop when full.
+      const std::array<int, 3> first{1, 2, 3};
+      int v = 0;
+      for (std::size_t done = 0; done < first.size();) {
+        done += q.push_many(std::span<const int>(first).subspan(done));
+        if (done < first.size() && q.pop(v)) record(0, v);
+      }
+      for (int i = 4; i <= kItems; ++i) {
         while (!q.push(i)) {
           if (q.pop(v)) record(0, v);
         }
         if (i % 2 == 0 && q.pop(v)) record(0, v);
       }
-      int v = 0;
       while (q.pop(v)) record(0, v);
     } else {
       for (int round = 0; round < 2; ++round) {
@@ -62,6 +67,9 @@ constexpr tpool::model::NamedBug kBugs[] = {
     {"push-release-relaxed",
      "RingQueue::push publishes tail with a relaxed store: stealers may copy slots not yet written",
      {Mutation::kStoreRelaxed, "RingQueue<", "::push("}},
+    {"push-many-release-relaxed",
+     "RingQueue::push_many publishes tail with a relaxed store",
+     {Mutation::kStoreRelaxed, "RingQueue<", "::push_many("}},
     {"pop-cas-as-store",
      "RingQueue::pop claims head with load+store instead of one CAS: a stealer's claim is lost",
      {Mutation::kCasAsStore, "RingQueue<", "::pop("}},

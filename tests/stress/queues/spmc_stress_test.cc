@@ -1,12 +1,14 @@
 // Permutation stress of the owner-local queues: one owner that interleaves
-// push and pop at random, plus 1..8 stealers (RingQueue::steal_half with
-// random batch limits 1..32, WorkDeque::steal_top), at capacity 4 (the ring
-// is full and wraps constantly) and 256 (the pool's order of magnitude).
+// push, push of a run (RingQueue::push_many) and pop at random, plus 1..8 stealers
+// (RingQueue::steal_half with random batch limits 1..32, WorkDeque::steal_top), at capacity 4 (the
+// ring is full and wraps constantly) and 256 (the pool's order of magnitude).
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <latch>
 #include <random>
+#include <span>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -24,6 +26,9 @@ namespace {
 struct RingOps {
   using Queue = detail::RingQueue<std::uint32_t>;
   static bool push(Queue& q, std::uint32_t v) { return q.push(v); }
+  static std::size_t push_run(Queue& q, std::span<const std::uint32_t> vs) {
+    return q.push_many(vs);
+  }
   static bool pop(Queue& q, std::uint32_t& v) { return q.pop(v); }
   static std::size_t steal(Queue& q, std::vector<std::uint32_t>& rec, std::mt19937_64& rng) {
     std::array<std::uint32_t, 32> buf{};
@@ -37,6 +42,11 @@ struct RingOps {
 struct DequeOps {
   using Queue = detail::WorkDeque<std::uint32_t>;
   static bool push(Queue& q, std::uint32_t v) { return q.push_bottom(v); }
+  static std::size_t push_run(Queue& q, std::span<const std::uint32_t> vs) {
+    std::size_t n = 0;
+    while (n < vs.size() && q.push_bottom(vs[n])) ++n;
+    return n;
+  }
   static bool pop(Queue& q, std::uint32_t& v) { return q.pop_bottom(v); }
   static std::size_t steal(Queue& q, std::vector<std::uint32_t>& rec, std::mt19937_64&) {
     std::uint32_t v = 0;
@@ -78,9 +88,16 @@ void run_owner_and_stealers(int stealers, std::size_t capacity, std::uint32_t n,
   start.arrive_and_wait();
   std::uint32_t next = 0;
   std::uint32_t v = 0;
+  std::array<std::uint32_t, 8> run{};
   while (next < n) {
-    // Mostly pushes, with pops mixed in so owner and stealers race on head.
-    if (rng() % 4 != 0) {
+    // Mostly pushes (one at a time, or a run of up to 8 with one publication),
+    // with pops mixed in so owner and stealers race on head.
+    const auto dice = rng() % 8;
+    if (dice == 0) {
+      const std::size_t len = std::min<std::size_t>(1 + rng() % run.size(), n - next);
+      for (std::size_t i = 0; i < len; ++i) run[i] = next + static_cast<std::uint32_t>(i);
+      next += static_cast<std::uint32_t>(Ops::push_run(q, std::span(run.data(), len)));
+    } else if (dice > 2) {
       if (Ops::push(q, next)) {
         ++next;
       } else if (Ops::pop(q, v)) {  // full: take one ourselves

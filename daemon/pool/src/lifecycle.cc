@@ -256,13 +256,13 @@ const Config& Pool::config() const noexcept {
 }
 
 Result<TaskHandle> Pool::submit(Task task, const SubmitOptions& opts) {
-  return impl_->submit_one(task, opts, true);
+  return impl_->submit_one(task, opts);
 }
 
 Result<TaskHandle> Pool::try_submit(Task task, const SubmitOptions& opts) {
   SubmitOptions o = opts;
   o.backpressure = Backpressure::kReject;
-  return impl_->submit_one(task, o, false);
+  return impl_->submit_one(task, o);
 }
 
 Result<std::size_t> Pool::submit_batch(std::span<const Task> tasks, const SubmitOptions& opts,

@@ -251,14 +251,14 @@ struct Pool::Impl {
   Pool* self = nullptr;
 
   // submit.cc
-  Result<TaskHandle> submit_one(Task t, const SubmitOptions& o, bool may_block);
+  Result<TaskHandle> submit_one(Task t, const SubmitOptions& o);
   Result<std::size_t> submit_many(std::span<const Task> ts, const SubmitOptions& o,
                                   std::span<TaskHandle> handles);
   bool acquire(std::uint32_t* out, std::size_t n, detail::Worker* w, detail::Submitter* s,
                std::size_t& got);
   void release_desc(std::uint32_t idx);
   void enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
-  void notify(Lane lane, std::uint32_t* tick);
+  void notify(Lane lane, std::uint32_t* tick, bool fenced = false);
   bool wake_one(Lane lane);
   Lane route(Lane requested) const noexcept;
 

@@ -76,12 +76,60 @@ void Pool::Impl::release_desc(std::uint32_t idx) {
   }
 }
 
-Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o, bool may_block) {
-  TaskHandle h;
-  Result<std::size_t> r = submit_many(
-      std::span<const Task>(&t, 1), may_block ? o : SubmitOptions(o), std::span<TaskHandle>(&h, 1));
-  if (!r.ok()) return r.status();
-  return h;
+// The single-task fast path. One seq_cst fence serves both handshakes: the
+// shutdown one (inv 5: count as accepted ... fence ... read `accepting`) and
+// the wake one (inv 6: publish work ... fence ... read sleep states). If it
+// then finds the pool shutting down, it takes its task back by CAS (queued ->
+// cancelled) and reports Shutdown; if a worker already started the task, the
+// task was accepted after all. Cache misses and backpressure go to
+// submit_many.
+Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
+  if (t.fn == nullptr)
+    return Status::InvalidArgument("the task's fn is null; pass a function to run");
+  Worker* w = worker_of(this);
+  Submitter* s = (w == nullptr && tls.sub_pool == this) ? tls.submitter : nullptr;
+  std::uint32_t idx = 0;
+  std::size_t got = 0;
+  if (!accepting.load(std::memory_order_relaxed) || !acquire(&idx, 1, w, s, got)) {
+    TaskHandle h;
+    Result<std::size_t> r =
+        submit_many(std::span<const Task>(&t, 1), o, std::span<TaskHandle>(&h, 1));
+    if (!r.ok()) return r.status();
+    return h;
+  }
+  detail::Counters& ctr = w ? w->counters : (s ? s->counters : ext);
+  ctr.bump(ctr.accepted);
+  ctr.bump(ctr.acquired);
+  const Lane lane = route(o.lane);
+  Descriptor& d = descs[idx];
+  d.fn = t.fn;
+  d.ctx = t.ctx;
+  d.on_cancel = o.on_cancel;
+  d.cancel = o.cancel;
+  d.wait_group = o.wait_group;
+  d.lane = lane;
+  d.waitable = o.waitable;
+  if constexpr (kTimestamps) d.submit_ns = now_ns();
+  d.detached.store(false, std::memory_order_relaxed);
+  if (o.wait_group != nullptr) o.wait_group->add(1);
+  d.state.store(DescState::kQueued, std::memory_order_release);  // as in submit_many
+  const std::uint32_t gen = d.generation.load(std::memory_order_relaxed);
+  enqueue(detail::make_entry(gen, idx), lane, w, s);
+  // w1 and inv 5: see notify().
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!accepting.load(std::memory_order_relaxed)) {
+    DescState expect = DescState::kQueued;
+    if (d.state.compare_exchange_strong(expect, DescState::kCancelled, std::memory_order_acq_rel)) {
+      // Ours again: end it without on_cancel (the caller hears Shutdown).
+      d.on_cancel = nullptr;
+      ctr.bump(ctr.rejected_shutdown);
+      finish(w, idx, DescState::kCancelled);
+      return Status::Shutdown("the pool is shutting down and accepts no new tasks");
+    }
+  }
+  ctr.bump(ctr.submitted);
+  notify(lane, w ? &w->submit_tick : (s ? &s->submit_tick : nullptr), /*fenced=*/true);
+  return o.waitable ? TaskHandle{idx, gen} : TaskHandle{};
 }
 
 Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const SubmitOptions& o,
@@ -118,7 +166,7 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
   const Backpressure bp = o.backpressure.value_or(cfg.backpressure);
   const auto timeout = o.block_timeout.value_or(cfg.block_timeout);
   const bool timed = timeout.count() >= 0;
-  const auto deadline = std::chrono::steady_clock::now() + (timed ? timeout : timeout.zero());
+  std::chrono::steady_clock::time_point deadline{};  // set when we first block
   const Lane lane = route(o.lane);
   std::int64_t stamp = 0;
   if constexpr (kTimestamps) stamp = now_ns();
@@ -137,6 +185,9 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       }
       // Block for a free descriptor. free_waiters makes releases bypass the
       // DescCaches and notify us; the fence pairs with release_desc's.
+      if (timed && deadline == std::chrono::steady_clock::time_point{}) {
+        deadline = std::chrono::steady_clock::now() + timeout;
+      }
       free_waiters.fetch_add(1, std::memory_order_seq_cst);
       {
         std::unique_lock lk(free_mu);
@@ -167,6 +218,9 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       continue;
     }
     ctr.bump(ctr.acquired, got);
+    // Before any entry is published: a task may end (and call done()) as soon
+    // as it is on a queue.
+    if (o.wait_group != nullptr) o.wait_group->add(static_cast<std::int64_t>(got));
     for (std::size_t i = 0; i < got; ++i) {
       const Task& t = ts[done + i];
       Descriptor& d = descs[idx[i]];
@@ -179,7 +233,6 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       d.waitable = o.waitable;
       d.submit_ns = stamp;
       d.detached.store(false, std::memory_order_relaxed);
-      if (o.wait_group != nullptr) o.wait_group->add(1);
       // (inv 1) reserved -> queued. Release: the fields above are visible to
       // whoever reads the state (wait(), the shutdown scan); workers also get
       // them through the queues' release/acquire.
@@ -201,7 +254,7 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
 // enqueuePush): LIFO slot -> local queue -> submitter queue -> inject ring.
 void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
   if (uses_local_queues()) {
-    if (w != nullptr && w->lane == lane && !w->overflow) {
+    if (w != nullptr && w->lane == lane && !w->overflow) [[likely]] {
       if (w->lifo == detail::kNoEntry) {  // (inv 3) owner-only slot: a plain store
         w->lifo = e;
         return;
@@ -226,11 +279,12 @@ void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
 }
 
 // The waker's side of the handshake (inv 6; docs/wake-protocol.md, w1..w3).
-void Pool::Impl::notify(Lane lane, std::uint32_t* tick) {
+void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
   // w1: order the push of work before the reads of the sleep state below;
   // pairs with the fence in idle() after a worker publishes `sleeping`.
-  // Acquire/release cannot order a store before a later load.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Acquire/release cannot order a store before a later load. (A caller
+  // that has just fenced passes fenced = true.)
+  if (!fenced) std::atomic_thread_fence(std::memory_order_seq_cst);
   const auto l = static_cast<std::size_t>(lane);
   const std::int64_t up = awake[l].load(std::memory_order_relaxed);  // ordered by the fence
   // w2: coalescing. Skipping is safe while some worker that drains this lane

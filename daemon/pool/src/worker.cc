@@ -336,6 +336,18 @@ void Pool::Impl::worker_main(Worker* w) {
     }
     woken = true;
   }
+  // Leave the awake count (we were counted: every path out of idle() ends
+  // running), then, as in the sleep transition, fence and re-check: a waker
+  // that skipped its wake because it counted us must not strand its task.
+  for (std::size_t l = 0; l < kLaneCount; ++l) {
+    if (w->drains[l]) awake[l].fetch_sub(1, std::memory_order_seq_cst);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!stop.load(std::memory_order_acquire) && work_visible(w)) {
+    for (std::size_t l = 0; l < kLaneCount; ++l) {
+      if (w->drains[l]) (void)wake_one(static_cast<Lane>(l));
+    }
+  }
   // Retiring overflow workers and stopping workers hand back their cached
   // descriptors (drain-on-release, seed: DescCache).
   std::uint32_t buf[32];

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "plugin_test_support.h"
+#include "tpool/plugin.h"
 #include "tpool/plugin_host/host.h"
 
 namespace tpool::plugin_host {
@@ -189,6 +190,44 @@ TEST_F(BadPluginTest, MissingDirectory) {
   EXPECT_EQ(errors[0].message, "plugin directory " + dir_.str() +
                                    "/nope cannot be read (No such file or directory): create it, "
                                    "or remove it from the configured plugin directories");
+}
+
+TEST_F(BadPluginTest, DescriptorSmallerThanAbi10) {
+  dir_.add(kTestPlugins + "/bad_size.so");
+  LoadError e = load_one_error();
+  EXPECT_EQ(e.kind, LoadErrorKind::kBadDescriptor);
+  EXPECT_EQ(e.message, path("bad_size.so") +
+                           " declares a tpool_plugin of 16 bytes, smaller than "
+                           "ABI 1.0's " +
+                           std::to_string(sizeof(tpool_plugin)) +
+                           ": start the descriptor with TPOOL_PLUGIN_HEADER");
+  expect_good_ones_serve();
+}
+
+TEST_F(BadPluginTest, InvalidHandlerName) {
+  dir_.add(kTestPlugins + "/bad_name.so");
+  LoadError e = load_one_error();
+  EXPECT_EQ(e.kind, LoadErrorKind::kBadDescriptor);
+  EXPECT_EQ(e.message, path("bad_name.so") +
+                           " (plugin 'bad_name') handler #0 has an invalid name ('no spaces "
+                           "allowed'): use 1 to 64 characters from A-Z a-z 0-9 _ . -");
+  expect_good_ones_serve();
+}
+
+TEST_F(BadPluginTest, EntryRefusingTheHostIsReportedWithItsLogLine) {
+  dir_.add(kTestPlugins + "/refuse.so");
+  LoadError e = load_one_error();
+  EXPECT_EQ(e.kind, LoadErrorKind::kEntryRefused);
+  EXPECT_EQ(e.message, path("refuse.so") +
+                           ": tpool_plugin_entry returned NULL (the plugin refused this host, ABI "
+                           "1.0; see its log lines above for why)");
+  bool attributed = false;
+  for (const auto& l : log_.lines()) {
+    attributed = attributed || (l.plugin == "refuse.so" && l.level == LogLevel::kError &&
+                                l.message.find("refuse: this plugin needs") == 0);
+  }
+  EXPECT_TRUE(attributed);
+  expect_good_ones_serve();
 }
 
 TEST_F(BadPluginTest, AllBadOnesAtOnceEachReportedInFileOrder) {

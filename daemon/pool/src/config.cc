@@ -63,7 +63,9 @@ Status Config::validate() const {
         " ns)");
   }
   if (watchdog_interval.count() < 0) {
-    return out_of_range("watchdog_interval", 0, "at least 0 ns (0: no watchdog)");
+    return Status::InvalidArgument(
+        "Config.watchdog_interval = " + std::to_string(watchdog_interval.count()) +
+        " ns is out of range: it must be at least 0 ns (0: no watchdog)");
   }
   if (blocking_promotion_timeout.count() <= 0) {
     return Status::InvalidArgument("Config.blocking_promotion_timeout must be positive (it is " +

@@ -147,6 +147,19 @@ Status DaemonConfig::validate() const {
   }
   if (metrics.enabled) {
     if (Status s = host_port("metrics.listen", metrics.listen); !s.ok()) return s;
+    const bool inline_pw = !metrics.basic_auth_password.empty();
+    const bool file_pw = !metrics.basic_auth_password_file.empty();
+    if (!metrics.basic_auth_user.empty() && inline_pw == file_pw) {
+      return Status::InvalidArgument(
+          "metrics.basic_auth_user is set, so give exactly one of metrics.basic_auth_password "
+          "and metrics.basic_auth_password_file (the file is better: it keeps the password "
+          "out of the config)");
+    }
+    if (metrics.basic_auth_user.empty() && (inline_pw || file_pw)) {
+      return Status::InvalidArgument(
+          "a metrics basic auth password is set but metrics.basic_auth_user is empty; set the "
+          "user too, or remove the password");
+    }
   }
   if (server.max_inflight_jobs > pool.queue_capacity) {
     return Status::InvalidArgument(
@@ -255,7 +268,13 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"max_bytes", u64(c.results.max_bytes)},
         {"max_entries", u64(c.results.max_entries)}}},
       {"log", {{"level", str(c.log.level)}, {"format", str(c.log.format)}}},
-      {"metrics", {{"enabled", boolean(c.metrics.enabled)}, {"listen", str(c.metrics.listen)}}},
+      {"metrics",
+       {{"enabled", boolean(c.metrics.enabled)},
+        {"listen", str(c.metrics.listen)},
+        {"port_file", str(c.metrics.port_file)},
+        {"basic_auth_user", str(c.metrics.basic_auth_user)},
+        {"basic_auth_password", str(c.metrics.basic_auth_password)},
+        {"basic_auth_password_file", str(c.metrics.basic_auth_password_file)}}},
   };
   for (const auto& [k, v] : root) {
     if (!sections.contains(std::string(k.str()))) {

@@ -64,6 +64,13 @@ struct LogSection {
 struct MetricsSection {
   bool enabled = true;
   std::string listen = "127.0.0.1:9464";
+  // Write the bound metrics port here once serving (for port 0). Empty: do not.
+  std::string port_file;
+  // HTTP basic auth on /metrics when basic_auth_user is set; the password is
+  // given inline or (better) as the first line of basic_auth_password_file.
+  std::string basic_auth_user;
+  std::string basic_auth_password;
+  std::string basic_auth_password_file;
 };
 
 struct DaemonConfig {

@@ -204,6 +204,9 @@ int Daemon::start() {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config_.server.listen, grpc::InsecureServerCredentials(), &port);
+  // A second tpoold on the same port must fail, not share it (gRPC enables
+  // SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.server.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_message_bytes));
   builder.RegisterService(jobs_.get());

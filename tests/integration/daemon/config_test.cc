@@ -1,0 +1,140 @@
+// tpoold's config: the parser in-process, and the real binary's
+// --check-config, --version and flag errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "config.h"
+
+namespace tpool::server {
+namespace {
+
+std::pair<int, std::string> run(const std::string& args) {
+  std::string cmd = std::string(TPOOLD_BIN) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+std::string sample_path() {
+  return std::string(TPOOL_SOURCE_DIR) + "/daemon/server/tpoold.toml.example";
+}
+
+TEST(Config, DefaultsAreValid) {
+  DaemonConfig c;
+  EXPECT_TRUE(c.validate().ok()) << c.validate().message();
+  EXPECT_EQ(c.server.listen, "127.0.0.1:50051");
+  EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
+}
+
+TEST(Config, SampleConfigParsesToTheDefaults) {
+  auto c = load_config_file(sample_path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  DaemonConfig d;
+  EXPECT_EQ(c->server.max_message_bytes, d.server.max_message_bytes);
+  EXPECT_EQ(c->server.max_inflight_jobs, d.server.max_inflight_jobs);
+  EXPECT_EQ(c->server.drain_timeout_ms, d.server.drain_timeout_ms);
+  EXPECT_EQ(c->pool.queue_capacity, d.pool.queue_capacity);
+  EXPECT_EQ(c->pool.blocking_workers, d.pool.blocking_workers);
+  EXPECT_EQ(c->results.retention_ms, d.results.retention_ms);
+  EXPECT_EQ(c->results.max_bytes, d.results.max_bytes);
+  EXPECT_EQ(c->log.level, d.log.level);
+  ASSERT_EQ(c->plugins.config.size(), 1u);
+  EXPECT_EQ(c->plugins.config[0].first, "hash");
+}
+
+TEST(Config, ErrorsNameTheKeyTheValueAndTheRange) {
+  auto unknown = parse_config("[server]\nlisten_addr = \"x\"\n", "t.toml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("server.listen_addr"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("listen"), std::string::npos);
+
+  auto section = parse_config("[sever]\n", "t.toml");
+  ASSERT_FALSE(section.ok());
+  EXPECT_NE(section.status().message().find("'sever'"), std::string::npos);
+
+  auto type = parse_config("[server]\nmax_streams = \"many\"\n", "t.toml");
+  ASSERT_FALSE(type.ok());
+  EXPECT_NE(type.status().message().find("server.max_streams must be an integer"),
+            std::string::npos);
+
+  auto syntax = parse_config("[server\n", "t.toml");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_NE(syntax.status().message().find("t.toml:1"), std::string::npos);
+
+  auto c = parse_config("[server]\nmax_streams = 0\n", "t.toml");
+  ASSERT_TRUE(c.ok());
+  Status s = c->validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("server.max_streams = 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("1.."), std::string::npos) << s.message();
+
+  c = parse_config("[log]\nformat = \"xml\"\n", "t.toml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->validate().message().find("log.format = 'xml'"), std::string::npos);
+
+  c = parse_config("[server]\nlisten = \"localhost\"\n", "t.toml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->validate().message().find("HOST:PORT"), std::string::npos);
+
+  c = parse_config("[pool]\nqueue_capacity = 1000\n[server]\nmax_inflight_jobs = 512\n", "t.toml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->validate().message().find("power of two"), std::string::npos);
+}
+
+TEST(Config, FlagsOverrideTheFile) {
+  const char* argv[] = {"tpoold",       "--config",     nullptr, "--listen",
+                        "127.0.0.1:7",  "--plugin-dir", "/a",    "--plugin-dir=/b",
+                        "--log-format", "json"};
+  std::string path = sample_path();
+  argv[2] = path.c_str();
+  auto o = parse_args(10, argv);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  auto c = resolve_config(o.value());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->server.listen, "127.0.0.1:7");
+  EXPECT_EQ(c->plugins.dirs, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(c->log.format, "json");
+
+  const char* bad[] = {"tpoold", "--frobnicate"};
+  auto e = parse_args(2, bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("--frobnicate"), std::string::npos);
+}
+
+TEST(ConfigBinary, CheckConfigAcceptsTheSampleAndRejectsABadFile) {
+  auto [rc, out] = run("--check-config " + sample_path());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("is valid"), std::string::npos);
+
+  std::string bad = ::testing::TempDir() + "/tpoold-bad.toml";
+  std::ofstream(bad) << "[pool]\nmax_threads = 5000\n";
+  auto [rc2, out2] = run("--check-config " + bad);
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(out2.find("pool.max_threads = 5000"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("0..1024"), std::string::npos) << out2;
+
+  auto [rc3, out3] = run("--check-config /nonexistent/tpoold.toml");
+  EXPECT_NE(rc3, 0);
+  EXPECT_NE(out3.find("/nonexistent/tpoold.toml"), std::string::npos);
+}
+
+TEST(ConfigBinary, VersionHelpAndUnknownFlags) {
+  auto [rc, out] = run("--version");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, "tpoold 0.1.0\n");
+  auto [rc2, out2] = run("--help");
+  EXPECT_EQ(rc2, 0);
+  EXPECT_NE(out2.find("--check-config"), std::string::npos);
+  auto [rc3, out3] = run("--bogus");
+  EXPECT_EQ(rc3, 2);
+  EXPECT_NE(out3.find("--bogus"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpool::server

@@ -1,0 +1,347 @@
+// Every JobService/AdminService RPC and status code against a real tpoold.
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <latch>
+
+#include "daemon_process.h"
+
+namespace tpool::testing {
+namespace {
+
+using tpool::v1::JobResult;
+
+class Rpc : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // A small payload limit to reach INVALID_ARGUMENT without big messages,
+    // and a small message limit for RESOURCE_EXHAUSTED from gRPC itself.
+    daemon_ = new DaemonProcess(
+        "[server]\nmax_payload_bytes = 4096\nmax_message_bytes = 65536\n"
+        "[metrics]\nenabled = false\n");
+    ASSERT_TRUE(daemon_->started()) << daemon_->log();
+  }
+  static void TearDownTestSuite() {
+    auto rc = daemon_->stop();
+    EXPECT_EQ(rc, std::optional<int>(0)) << daemon_->log();
+    delete daemon_;
+  }
+  static DaemonProcess& d() { return *daemon_; }
+
+  static grpc::Status execute(const tpool::v1::JobRequest& req, JobResult& out,
+                              std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    return d().jobs().Execute(&ctx, req, &out);
+  }
+  static tpool::v1::HandlerStats handler_stats(const std::string& name) {
+    grpc::ClientContext ctx;
+    tpool::v1::StatsReply reply;
+    EXPECT_TRUE(d().admin().Stats(&ctx, {}, &reply).ok());
+    for (const auto& h : reply.daemon().handlers()) {
+      if (h.handler() == name) return h;
+    }
+    return {};
+  }
+  // Polls (bounded) until pred(stats of handler) holds.
+  template <class Pred>
+  static bool eventually(const std::string& handler, Pred pred) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pred(handler_stats(handler))) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  static inline DaemonProcess* daemon_ = nullptr;
+};
+
+TEST_F(Rpc, ListHandlersNamesEveryExamplePlugin) {
+  grpc::ClientContext ctx;
+  tpool::v1::ListHandlersReply reply;
+  ASSERT_TRUE(d().jobs().ListHandlers(&ctx, {}, &reply).ok());
+  std::vector<std::string> names;
+  for (const auto& h : reply.handlers()) names.push_back(h.name());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"echo", "fail", "fail_throw", "fanout", "hash", "sleep"}));
+  for (const auto& h : reply.handlers()) {
+    EXPECT_EQ(h.lane_hint(),
+              h.name() == "sleep" ? tpool::v1::LANE_BLOCKING : tpool::v1::LANE_DEFAULT);
+    EXPECT_FALSE(h.path().empty());
+  }
+}
+
+TEST_F(Rpc, ExecuteEachExamplePlugin) {
+  JobResult r;
+  ASSERT_TRUE(execute(job("echo", std::string("a\0b", 3)), r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(r.output(), std::string("a\0b", 3));
+  EXPECT_GT(r.job_id(), 0u);
+
+  ASSERT_TRUE(execute(job("sleep", "5"), r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(r.output(), "slept 5 ms");
+
+  ASSERT_TRUE(execute(job("hash", "1:abc"), r).ok());
+  EXPECT_EQ(r.output(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+
+  ASSERT_TRUE(execute(job("fanout", "3 echo hi"), r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
+  EXPECT_EQ(r.output().substr(0, 8), "hi\nhi\nhi");
+
+  // A handler failure is a result, not an RPC error.
+  ASSERT_TRUE(execute(job("fail", "boom"), r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(r.message(), "fail: boom");
+
+  ASSERT_TRUE(execute(job("fail_throw", "bang"), r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_FAILED);
+  EXPECT_NE(r.message().find("fail_throw: bang"), std::string::npos) << r.message();
+}
+
+TEST_F(Rpc, ExecuteRejectsBadRequestsWithTheRightStatus) {
+  JobResult r;
+  grpc::Status s = execute(job("", "x"), r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("handler"), std::string::npos);
+
+  s = execute(job("no_such_handler", "x"), r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("no_such_handler"), std::string::npos);
+
+  auto bad_lane = job("echo", "x");
+  bad_lane.set_lane(static_cast<tpool::v1::Lane>(7));
+  s = execute(bad_lane, r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("lane 7"), std::string::npos);
+
+  s = execute(job("echo", std::string(5000, 'x')), r);  // over max_payload_bytes = 4096
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("4096"), std::string::npos);
+
+  s = execute(job("echo", std::string(100000, 'x')), r);  // over max_message_bytes = 65536
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // Still serving.
+  ASSERT_TRUE(execute(job("echo", "ok"), r).ok());
+  EXPECT_EQ(r.output(), "ok");
+}
+
+TEST_F(Rpc, BytesThatAreNotAProtobufAreRejectedAndTheDaemonKeepsServing) {
+  grpc::GenericStub generic(d().channel());
+  // 0x0a (field 1, length-delimited) claiming 100 bytes that are not there.
+  const char garbage[] = {'\x0a', '\x64', 'x'};
+  grpc::Slice slice(garbage, sizeof garbage);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, "/tpool.v1.JobService/Execute", grpc::StubOptions(), &request, &response,
+                    [&done](grpc::Status s) { done.set_value(s); });
+  grpc::Status s = done.get_future().get();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  JobResult r;
+  ASSERT_TRUE(execute(job("echo", "still here"), r).ok());
+  EXPECT_EQ(r.output(), "still here");
+}
+
+TEST_F(Rpc, JobTimeoutCancelsASleepJobWithDeadlineExceeded) {
+  auto before = handler_stats("sleep");
+  auto req = job("sleep", "60000");
+  req.set_timeout_ms(100);
+  JobResult r;
+  auto start = std::chrono::steady_clock::now();
+  grpc::Status s = execute(req, r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_TRUE(
+      eventually("sleep", [&](const auto& h) { return h.timed_out() > before.timed_out(); }));
+}
+
+TEST_F(Rpc, CallDeadlineCancelsTheJob) {
+  auto before = handler_stats("sleep");
+  JobResult r;
+  grpc::Status s = execute(job("sleep", "60000"), r, std::chrono::milliseconds(200));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server side ends the job (not after 60 s).
+  EXPECT_TRUE(eventually("sleep", [&](const auto& h) {
+    return h.timed_out() + h.cancelled() > before.timed_out() + before.cancelled();
+  }));
+}
+
+TEST_F(Rpc, ClientCancelCancelsTheJob) {
+  auto before = handler_stats("sleep");
+  grpc::ClientContext ctx;
+  JobResult r;
+  std::promise<grpc::Status> done;
+  d().jobs().async()->Execute(&ctx, new tpool::v1::JobRequest(job("sleep", "60000")), &r,
+                              [&done](grpc::Status s) { done.set_value(s); });
+  // Wait until the job is accepted before cancelling the call.
+  ASSERT_TRUE(
+      eventually("sleep", [&](const auto& h) { return h.submitted() > before.submitted(); }));
+  ctx.TryCancel();
+  EXPECT_EQ(done.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(
+      eventually("sleep", [&](const auto& h) { return h.cancelled() > before.cancelled(); }));
+}
+
+TEST_F(Rpc, SubmitWaitGetCancel) {
+  grpc::ClientContext c1;
+  tpool::v1::JobRef ref;
+  ASSERT_TRUE(d().jobs().Submit(&c1, job("echo", "later"), &ref).ok());
+  grpc::ClientContext c2;
+  tpool::v1::WaitRequest w;
+  w.set_job_id(ref.job_id());
+  JobResult r;
+  ASSERT_TRUE(d().jobs().Wait(&c2, w, &r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(r.output(), "later");
+  grpc::ClientContext c3;
+  tpool::v1::JobStatus st;
+  ASSERT_TRUE(d().jobs().Get(&c3, ref, &st).ok());
+  EXPECT_EQ(st.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(st.handler(), "echo");
+  EXPECT_EQ(st.progress(), 1.0);
+
+  // A running job: Get says RUNNING, Cancel stops it, Wait reports CANCELLED.
+  grpc::ClientContext c4;
+  auto long_job = job("sleep", "60000");
+  (*long_job.mutable_labels())["team"] = "infra";
+  ASSERT_TRUE(d().jobs().Submit(&c4, long_job, &ref).ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    grpc::ClientContext c;
+    ASSERT_TRUE(d().jobs().Get(&c, ref, &st).ok());
+  } while (st.state() != tpool::v1::JOB_STATE_RUNNING &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(st.state(), tpool::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(st.labels().at("team"), "infra");
+  EXPECT_EQ(st.lane(), tpool::v1::LANE_BLOCKING);
+  grpc::ClientContext c5;
+  tpool::v1::CancelReply cr;
+  ASSERT_TRUE(d().jobs().Cancel(&c5, ref, &cr).ok());
+  grpc::ClientContext c6;
+  w.set_job_id(ref.job_id());
+  grpc::Status s = d().jobs().Wait(&c6, w, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
+
+  // Unknown ids.
+  tpool::v1::JobRef unknown;
+  unknown.set_job_id(1u << 30);
+  grpc::ClientContext c7, c8, c9;
+  EXPECT_EQ(d().jobs().Get(&c7, unknown, &st).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(d().jobs().Cancel(&c8, unknown, &cr).error_code(), grpc::StatusCode::NOT_FOUND);
+  w.set_job_id(unknown.job_id());
+  EXPECT_EQ(d().jobs().Wait(&c9, w, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(Rpc, SubmitBatchAnswersEachItem) {
+  tpool::v1::JobBatch batch;
+  *batch.add_jobs() = job("echo", "one", 1);
+  *batch.add_jobs() = job("", "no handler", 2);
+  *batch.add_jobs() = job("nope", "unknown", 3);
+  auto bad_lane = job("echo", "lane", 4);
+  bad_lane.set_lane(static_cast<tpool::v1::Lane>(9));
+  *batch.add_jobs() = bad_lane;
+  *batch.add_jobs() = job("echo", "five", 5);
+  grpc::ClientContext ctx;
+  tpool::v1::JobRefs refs;
+  ASSERT_TRUE(d().jobs().SubmitBatch(&ctx, batch, &refs).ok());
+  ASSERT_EQ(refs.items_size(), 5);
+  std::vector<int> codes;
+  for (const auto& i : refs.items()) codes.push_back(i.code());
+  EXPECT_EQ(codes,
+            (std::vector<int>{0, grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
+                              grpc::StatusCode::INVALID_ARGUMENT, 0}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(refs.items(i).tag(), static_cast<std::uint64_t>(i + 1));
+  for (int i : {0, 4}) {
+    grpc::ClientContext c;
+    tpool::v1::WaitRequest w;
+    w.set_job_id(refs.items(i).job_id());
+    JobResult r;
+    ASSERT_TRUE(d().jobs().Wait(&c, w, &r).ok());
+    EXPECT_EQ(r.output(), i == 0 ? "one" : "five");
+  }
+}
+
+TEST_F(Rpc, IdempotencyKeyRunsOnce) {
+  auto before = handler_stats("hash");
+  auto req = job("hash", "1000:idem");
+  req.set_idempotency_key("key-1");
+  tpool::v1::JobRef a, b;
+  grpc::ClientContext c1, c2;
+  ASSERT_TRUE(d().jobs().Submit(&c1, req, &a).ok());
+  ASSERT_TRUE(d().jobs().Submit(&c2, req, &b).ok());
+  EXPECT_EQ(a.job_id(), b.job_id());
+  JobResult r1, r2;
+  ASSERT_TRUE(execute(req, r1).ok());  // Execute with the same key: the first job's result
+  EXPECT_EQ(r1.job_id(), a.job_id());
+  EXPECT_EQ(r1.output().size(), 64u);
+  EXPECT_EQ(handler_stats("hash").submitted(), before.submitted() + 1);
+
+  auto other = req;
+  other.set_payload("1000:different");
+  grpc::Status s = execute(other, r2);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("key-1"), std::string::npos);
+}
+
+TEST_F(Rpc, StatsReloadAndHealth) {
+  grpc::ClientContext c1;
+  tpool::v1::StatsReply stats;
+  ASSERT_TRUE(d().admin().Stats(&c1, {}, &stats).ok());
+  EXPECT_EQ(stats.daemon().state(), "serving");
+  EXPECT_GT(stats.pool().workers(), 0u);
+  EXPECT_EQ(stats.pool().lanes_size(), 2);
+  EXPECT_EQ(stats.daemon().version(), "0.1.0");
+
+  grpc::ClientContext c2;
+  tpool::v1::ReloadPluginsReply reload;
+  ASSERT_TRUE(d().admin().ReloadPlugins(&c2, {}, &reload).ok());
+  EXPECT_EQ(reload.handlers_size(), 6);
+  JobResult r;
+  ASSERT_TRUE(execute(job("echo", "after reload"), r).ok());
+
+  // grpc.health.v1.Health/Check with an empty request: status SERVING (1).
+  grpc::GenericStub generic(d().channel());
+  grpc::Slice empty(std::string{});
+  grpc::ByteBuffer request(&empty, 1), response;
+  grpc::ClientContext c3;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&c3, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&done](grpc::Status s) { done.set_value(s); });
+  ASSERT_TRUE(done.get_future().get().ok());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+// A daemon with room for two jobs: the third is RESOURCE_EXHAUSTED with a
+// retry hint.
+TEST(RpcLimits, InFlightLimitIsResourceExhaustedWithARetryHint) {
+  DaemonProcess d("[server]\nmax_inflight_jobs = 2\n[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  tpool::v1::JobRef a, b, c;
+  grpc::ClientContext c1, c2, c3;
+  ASSERT_TRUE(d.jobs().Submit(&c1, job("sleep", "60000"), &a).ok());
+  ASSERT_TRUE(d.jobs().Submit(&c2, job("sleep", "60000"), &b).ok());
+  grpc::Status s = d.jobs().Submit(&c3, job("echo", "x"), &c);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_inflight_jobs"), std::string::npos);
+  auto trailer = c3.GetServerTrailingMetadata().find("retry-after-ms");
+  ASSERT_NE(trailer, c3.GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "50");
+  for (auto* ref : {&a, &b}) {
+    grpc::ClientContext cc;
+    tpool::v1::CancelReply cr;
+    ASSERT_TRUE(d.jobs().Cancel(&cc, *ref, &cr).ok());
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+}  // namespace
+}  // namespace tpool::testing

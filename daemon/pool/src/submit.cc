@@ -121,8 +121,13 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
     DescState expect = DescState::kQueued;
     if (d.state.compare_exchange_strong(expect, DescState::kCancelled, std::memory_order_acq_rel)) {
       // Ours again: end it without on_cancel (the caller hears Shutdown).
+      // It was on a queue, so it counts as submitted and cancelled (keeping
+      // submitted == completed + failed + cancelled) as well as rejected; and
+      // it is freed now, waitable or not: the caller gets no handle to wait.
       d.on_cancel = nullptr;
+      d.waitable = false;
       ctr.bump(ctr.rejected_shutdown);
+      ctr.bump(ctr.submitted);
       finish(w, idx, DescState::kCancelled);
       return Status::Shutdown("the pool is shutting down and accepts no new tasks");
     }

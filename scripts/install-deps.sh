@@ -21,7 +21,8 @@ TEST=(
   spin relacy-dev
   prometheus systemd python3 python3-yaml
 )
-PEERS=(libtbb-dev libboost-dev libthread-pool-dev libconcurrentqueue-dev gnuplot-nox)
+PEERS=(libtbb-dev libboost-dev libthread-pool-dev libconcurrentqueue-dev gnuplot-nox
+  gearman-job-server libgearman-dev)
 
 groups=("${@:-all}")
 want=()

@@ -1,0 +1,359 @@
+/*
+ * wake.pml: the pool's sleep/wake handshake as implemented in
+ * daemon/pool/src/worker.cc (Pool::Impl::idle, next_task, work_visible) and
+ * daemon/pool/src/submit.cc (Pool::Impl::enqueue, notify, wake_one).
+ * docs/wake-protocol.md maps every step below to its line of C++.
+ *
+ * It follows Julia's SchedulerWake.tla (JuliaLang/julia#61826): a worker
+ * publishes "sleeping" BEFORE it re-checks the queues, and the waker scans
+ * the per-worker sleep state. The pool adds: an awake count that lets a
+ * waker skip the wake (coalescing), a park mutex + condition variable per
+ * worker, producers that are not workers (gRPC threads, registered
+ * submitters) as well as nested submits from inside a task, a LIFO slot that
+ * only its owner drains, and stealing between workers.
+ *
+ * Spin explores every sequentially consistent interleaving. The seq_cst
+ * fences of the implementation (c2, w1) are what make the two racing sides
+ * behave so (the store-buffering argument in docs/wake-protocol.md); they
+ * need no statement here. Every other shared access is one Promela step, in
+ * the implementation's order, except where a comment says why a group of
+ * accesses is one step.
+ *
+ * Worker:
+ *   find  next_task: LIFO slot, local queue, inject ring, then steal from the
+ *         submitter queue and the other workers' local queues
+ *   task  the task may submit children (nested submit: LIFO slot if empty,
+ *         else the local queue), then runs w1..w2(..w3) like any producer
+ *   c1    sleep := sleeping; awake -= 1
+ *   c2    (fence) re-check every queue the worker may drain, one per step;
+ *         if one is non-empty: CAS sleeping -> running, and awake += 1 if
+ *         the CAS succeeded (if it failed, a waker flipped and counted us)
+ *   c3    lock; while sleeping: wait on the condvar; unlock; back to find
+ * Waker (inline notify, after every successful push):
+ *   w1    (fence), then load awake
+ *   w2    coalescing, if B > 1 and awake > 0: skip unless ++tick % B == 0;
+ *         tick is the producer's own (a worker's or a registered submitter's);
+ *         a thread with no tick (a gRPC thread, the spill after an inject
+ *         drain) counts 1 every time, so it always skips.
+ *         Then skip if awake >= the number of workers (all awake).
+ *   w3    wake_one: scan sleep states from a rotating hint (modelled as any
+ *         start); the first successful CAS sleeping -> running: awake += 1,
+ *         lock and unlock its park mutex, notify_one; nobody asleep: nothing
+ *         (the pool would start another worker below max_threads; this
+ *         model runs max_threads = 3 workers from the start)
+ *
+ * Known-bad variants (each must be rejected by the checker):
+ *   -DBUGGY_RECHECK_FIRST       re-check the queues before publishing
+ *                               sleeping (c2 before c1)
+ *   -DBUGGY_COUNT_AFTER_RECHECK leave the awake count at c3, after the
+ *                               re-check, as Julia's MCBuggy does with
+ *                               n_threads_running, while the waker still
+ *                               skips the wake on awake > 0
+ *   -DBUGGY_NOTIFY_UNLOCKED     wake_one notifies without taking the park
+ *                               mutex, so its notify can fall between the
+ *                               worker's check of sleep and its wait
+ *
+ * Properties:
+ *   safe  at every state where no producer is between its push and the end
+ *         of its wake step (ghost inflight == 0): if any queue is non-empty,
+ *         some worker is not parked, and a non-empty LIFO slot's owner is not
+ *         parked (nobody else may drain it). Check: ./pan -N safe
+ *   live  under weak fairness, whenever a task is queued the queues
+ *         eventually drain; the producers are finite, so every queued task
+ *         is consumed. Check: ./pan -a -f -N live
+ *
+ * Tunables (-D on the spin command line): B (wake_coalesce_batch),
+ * EXTERNAL_TASKS (pushed by the non-worker producer), NESTED (children that
+ * tasks submit, in total), GLOBAL_QUEUE (the global_queue scheduler variant:
+ * no LIFO slots or local queues, every push goes to the inject ring and
+ * workers drain only it).
+ *
+ * Not modelled: shutdown and overflow-worker retirement (they wake workers
+ * through the same mutex but do not take part in the lost-wakeup argument),
+ * spurious condvar wakeups (the wait loop checks again and waits again), the
+ * lanes (each lane is its own instance of this protocol), and the
+ * non-empty-worker bitmap (a hint for stealers; the re-check reads every
+ * queue, not the bitmap).
+ */
+
+#define NW 3 /* workers = max_threads; QUEUED and friends are spelled out for 3 */
+
+#ifndef B
+#define B 2
+#endif
+#ifndef EXTERNAL_TASKS
+#define EXTERNAL_TASKS 1
+#endif
+#ifndef NESTED
+#define NESTED 1
+#endif
+
+#define RUNNING 0
+#define SLEEPING 1
+#define NO_TICK 255 /* notify(lane, nullptr) */
+
+/* ---- pool state -------------------------------------------------------- */
+bit sleep[NW];   /* Worker::sleep; all start running */
+short awake = NW; /* Pool::Impl::awake[lane]; signed: a flip's +1 may land
+                     after the flipped worker's next -1 */
+
+/* Queues, as task counts: which task sits where does not matter to the
+ * handshake, only whether a queue that a worker may drain is empty. */
+byte inject = 0; /* the lane's inject ring */
+byte subq = 0;   /* one registered submitter's queue (stealable) */
+bit lifo[NW];    /* worker i's LIFO slot: only worker i drains it */
+byte lq[NW];     /* worker i's local queue: owner pushes and pops, others steal */
+
+/* Park condition variable of each worker (its mutex: see c3). */
+bit waiting[NW];   /* blocked in park_cv.wait */
+bit signalled[NW]; /* a notify_one reached the waiter, not yet consumed */
+
+/* ---- ghost state (not in the implementation) --------------------------- */
+byte inflight = 0; /* producers between their push and the end of notify */
+byte nested_left = NESTED;
+
+#define QUEUED (inject + subq + lifo[0] + lifo[1] + lifo[2] + lq[0] + lq[1] + lq[2])
+#define PARKED(i) (waiting[i] && !signalled[i])
+#define ALL_PARKED (PARKED(0) && PARKED(1) && PARKED(2))
+#define LIFO_OWNER_PARKED ((lifo[0] && PARKED(0)) || (lifo[1] && PARKED(1)) || (lifo[2] && PARKED(2)))
+
+ltl safe { [] (inflight == 0 -> !((QUEUED > 0 && ALL_PARKED) || LIFO_OWNER_PARKED)) }
+ltl live { [] ((QUEUED > 0) -> <> (QUEUED == 0)) }
+
+/* Pool::Impl::notify and wake_one, run by a producer right after its push
+ * (which did inflight++). tick: the producer's own counter, or NO_TICK. Uses
+ * the caller's locals up and j (scan position). */
+inline notify(tick) {
+  /* w1: fence, then one load of awake. w2 decides on that load and on the
+   * producer's own tick (thread-local), so w1 and w2 are one step. j == NW
+   * means "no wake". */
+  atomic {
+    up = awake;
+    if
+    :: B > 1 && up > 0 ->
+       if
+       :: tick == NO_TICK -> j = NW /* ++local_tick is 1 */
+       :: else ->
+          tick = (tick + 1) % B;
+          if :: tick != 0 -> j = NW :: else fi
+       fi
+    :: else
+    fi;
+    if :: up >= NW -> j = NW :: else fi; /* all awake */
+    if
+    :: j == NW -> inflight--
+    :: else -> select(j : 0 .. NW - 1) /* w3: wake_hint.fetch_add % n */
+    fi;
+    up = 0
+  };
+  if
+  :: j == NW -> j = 0
+  :: else ->
+     /* w3: for each worker from the hint: load sleep, CAS sleeping ->
+      * running. A load that sees running and the CAS that fails on it both
+      * mean "next", so the pair is one step. */
+     if
+     :: atomic { sleep[j] == SLEEPING -> sleep[j] = RUNNING }
+     :: else ->
+        if
+        :: atomic { sleep[(j + 1) % NW] == SLEEPING ->
+                    sleep[(j + 1) % NW] = RUNNING; j = (j + 1) % NW }
+        :: else ->
+           if
+           :: atomic { sleep[(j + 2) % NW] == SLEEPING ->
+                       sleep[(j + 2) % NW] = RUNNING; j = (j + 2) % NW }
+           :: else -> j = NW /* nobody asleep */
+           fi
+        fi
+     fi;
+     if
+     :: j == NW -> atomic { inflight--; j = 0 }
+     :: else ->
+        awake++;
+        /* lock_guard(park_mu) then park_cv.notify_one(). Taking the mutex
+         * after the CAS means the worker is either before its check of sleep
+         * (it will see running) or inside wait (it gets the notify): see c3.
+         * notify_one is a no-op if the worker does not wait. */
+        atomic { signalled[j] = waiting[j]; inflight--; j = 0 }
+     fi
+  fi
+}
+
+/* work_visible: the re-check of c2 (in BUGGY_RECHECK_FIRST, the check before
+ * c1), one queue per step in the implementation's order: inject ring, own
+ * LIFO slot and local queue (the slot is owner-only, so that read is ours
+ * alone and shares the step), submitter queues, every other worker's local
+ * queue by index. Sets the caller's local found. */
+inline work_visible() {
+#ifdef GLOBAL_QUEUE
+  if :: inject > 0 -> found = 1 :: else fi
+#else
+  if
+  :: inject > 0 -> found = 1
+  :: else ->
+     if
+     :: lifo[me] || lq[me] > 0 -> found = 1
+     :: else ->
+        if
+        :: subq > 0 -> found = 1
+        :: else ->
+           if
+           :: lq[(me == 0 -> 1 : 0)] > 0 -> found = 1
+           :: else ->
+              if
+              :: lq[(me == 2 -> 1 : 2)] > 0 -> found = 1
+              :: else -> skip
+              fi
+           fi
+        fi
+     fi
+  fi
+#endif
+}
+
+proctype Worker(byte me) {
+  byte tick = 0; /* Worker::submit_tick */
+  byte j;
+  short up;
+  bit found;
+find:
+  /* next_task, one step: its only effect on the handshake is whether it
+   * took a task, and a scan that misses work pushed behind it goes on to c1
+   * and c2, whose re-check is modelled one queue per step. */
+#ifdef GLOBAL_QUEUE
+  atomic { if :: inject > 0 -> inject-- :: else -> goto idle fi };
+#else
+  atomic {
+    if
+    :: lifo[me] -> lifo[me] = 0
+    :: else ->
+       if
+       :: lq[me] > 0 -> lq[me]--
+       :: else ->
+          if
+          :: inject > 0 -> inject--
+          :: else ->
+             if
+             :: subq > 0 -> subq--
+             :: else ->
+                if
+                :: lq[(me + 1) % NW] > 0 -> lq[(me + 1) % NW]--
+                :: else ->
+                   if
+                   :: lq[(me + 2) % NW] > 0 -> lq[(me + 2) % NW]--
+                   :: else -> goto idle
+                   fi
+                fi
+             fi
+          fi
+       fi
+    fi
+  };
+#endif
+  /* run_task: the task may submit children (enqueue: LIFO slot if empty,
+   * else the local queue), each followed by notify with our own tick. */
+  do
+  :: atomic { nested_left > 0 ->
+              nested_left--;
+#ifdef GLOBAL_QUEUE
+              inject++;
+#else
+              if :: !lifo[me] -> lifo[me] = 1 :: else -> lq[me]++ fi;
+#endif
+              inflight++ };
+     notify(tick)
+  :: else -> break
+  od;
+  goto find;
+
+idle: /* Pool::Impl::idle */
+#ifdef BUGGY_RECHECK_FIRST
+  work_visible();
+  if :: found -> found = 0; goto find :: else fi;
+  sleep[me] = SLEEPING;
+  awake--;
+  goto park;
+#else
+  /* c1 */
+  sleep[me] = SLEEPING;
+#ifndef BUGGY_COUNT_AFTER_RECHECK
+  awake--;
+#endif
+  /* c2: seq_cst fence (pairs with w1), then the re-check */
+  work_visible();
+  if :: found -> found = 0; goto abort_sleep :: else fi;
+#ifdef BUGGY_COUNT_AFTER_RECHECK
+  awake--;
+#endif
+  goto park;
+
+abort_sleep:
+  if
+  :: atomic { sleep[me] == SLEEPING -> sleep[me] = RUNNING };
+#ifndef BUGGY_COUNT_AFTER_RECHECK
+     awake++
+#endif
+  :: else -> /* a waker flipped us back and counted us */
+#ifdef BUGGY_COUNT_AFTER_RECHECK
+     awake-- /* we never left the count: undo the double count */
+#else
+     skip
+#endif
+  fi;
+  goto find;
+#endif
+
+park:
+  /* c3: lock park_mu; park_cv.wait(lk, [] { sleep == running }); unlock.
+   * The waker flips sleep before it takes park_mu, and notifies after it
+   * released it; the worker holds park_mu from its check of sleep until
+   * wait releases it. So no notify can fall between the check and the wait:
+   * to the waker the two are one step. A notify always follows a flip to
+   * running and only this worker sets sleeping, so after a wake the check
+   * is false and the worker goes back to next_task. */
+#ifdef BUGGY_NOTIFY_UNLOCKED
+  if /* no mutex on the waker's side: check and wait are two steps */
+  :: sleep[me] == SLEEPING -> waiting[me] = 1
+  :: else -> goto find
+  fi;
+#else
+  atomic {
+    if
+    :: sleep[me] == SLEEPING -> waiting[me] = 1
+    :: else -> goto find
+    fi
+  };
+#endif
+end_parked:
+  atomic { signalled[me] -> signalled[me] = 0; waiting[me] = 0 };
+  goto find
+}
+
+/* The producer that is not a worker. Each push is either a gRPC thread's
+ * (inject ring, notify with no tick) or a registered submitter's (its own
+ * queue, notify with its tick): one process plays both to keep the state
+ * space small. */
+active proctype External() {
+  byte tick = 0; /* Submitter::submit_tick */
+  byte j;
+  short up;
+  byte left = EXTERNAL_TASKS;
+  byte none = NO_TICK;
+  do
+  :: left > 0 -> atomic { left--; inject++; inflight++ }; notify(none)
+#ifdef GLOBAL_QUEUE
+  :: left > 0 -> atomic { left--; inject++; inflight++ }; notify(tick)
+#else
+  :: left > 0 -> atomic { left--; subq++; inflight++ }; notify(tick)
+#endif
+  :: else -> break
+  od
+}
+
+init {
+  atomic {
+    run Worker(0);
+    run Worker(1);
+    run Worker(2)
+  }
+}

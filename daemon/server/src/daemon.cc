@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 
@@ -34,13 +35,50 @@ sigset_t handled_signals() {
   return set;
 }
 
+// Signals that reach a thread which unblocked them (a library's thread may do
+// that, e.g. the metrics HTTP server's) run this handler instead of killing
+// the process; the main loop picks them up. Lock-free atomics are
+// async-signal-safe.
+std::atomic<int> g_stray_term{0};
+std::atomic<int> g_stray_hup{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_stray_signal(int sig) {
+  if (sig == SIGHUP) {
+    g_stray_hup.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g_stray_term.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void install_stray_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = &on_stray_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+// Takes one stray signal counted by the handler, if any.
+int take_stray() {
+  for (auto* counter : {&g_stray_term, &g_stray_hup}) {
+    int n = counter->load(std::memory_order_relaxed);
+    while (n > 0 && !counter->compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+    }
+    if (n > 0) return counter == &g_stray_hup ? SIGHUP : SIGTERM;
+  }
+  return 0;
+}
+
 // The next handled signal within timeout, or 0.
 int next_signal(std::chrono::milliseconds timeout) {
+  if (int sig = take_stray(); sig != 0) return sig;
   sigset_t set = handled_signals();
   timespec ts{static_cast<time_t>(timeout.count() / 1000),
               static_cast<long>((timeout.count() % 1000) * 1000000)};
   int sig = sigtimedwait(&set, nullptr, &ts);
-  return sig > 0 ? sig : 0;
+  if (sig > 0) return sig;
+  return take_stray();
 }
 
 bool write_port_file(const std::string& path, int port, std::string* error) {
@@ -149,6 +187,7 @@ int Daemon::run() {
   // header: only the main thread takes these signals, with sigtimedwait).
   sigset_t set = handled_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  install_stray_handlers();
   if (int rc = start(); rc != 0) return rc;
   serve();
   drain();

@@ -15,7 +15,8 @@
 //  stopped   exit 0.
 //
 // Signals are blocked in every thread and taken by the main thread with
-// sigtimedwait, so no code runs in a signal handler.
+// sigtimedwait. A library thread that unblocks them gets a handler that only
+// counts them (lock-free atomics) for the main loop to take.
 #pragma once
 
 #include <atomic>

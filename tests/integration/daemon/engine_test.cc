@@ -1,0 +1,208 @@
+// The job engine in-process, with a real pool and the real example plugins
+// (dlopen): retention by time, bytes and count under an injected clock,
+// idempotency within and after the window, fan-out, cancellation, drain.
+#include <gtest/gtest.h>
+
+#include <latch>
+
+#include "tpool/engine/engine.h"
+
+namespace tpool::engine {
+namespace {
+
+class ManualClock final : public tpool::Clock {
+ public:
+  std::chrono::nanoseconds now() const noexcept override {
+    return std::chrono::nanoseconds(ns_.load(std::memory_order_relaxed));
+  }
+  void advance(std::chrono::nanoseconds d) { ns_.fetch_add(d.count(), std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> ns_{1'000'000'000};
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void start(EngineLimits limits) {
+    plugin_host::HostConfig hc;
+    hc.dirs = {TPOOL_PLUGIN_DIR};
+    hc.log_sink = [](plugin_host::LogLevel, std::string_view, std::string_view) {};
+    auto h = plugin_host::Host::load(hc);
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    host_ = std::move(h).value();
+    tpool::Config pc;
+    pc.max_threads = 3;
+    pc.min_threads = 3;
+    pc.queue_capacity = 1024;
+    pc.scheduler_variant = SchedulerVariant::kLaneExtension;
+    pc.blocking_workers = 1;
+    pc.backpressure = Backpressure::kReject;
+    auto p = Pool::create(pc);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    pool_ = std::move(p).value();
+    engine_ = std::make_unique<Engine>(*pool_, *host_, limits, &clock_);
+  }
+  void TearDown() override {
+    if (pool_) (void)pool_->shutdown(ShutdownMode::kCancelPending);
+    engine_.reset();
+    pool_.reset();
+    host_.reset();
+  }
+
+  // Submits and waits for the end through the done callback (a latch).
+  std::shared_ptr<Job> run(JobSpec spec) {
+    std::latch done(1);
+    auto sub = engine_->submit(
+        std::move(spec), [](void* l, Job&) { static_cast<std::latch*>(l)->count_down(); }, &done);
+    EXPECT_TRUE(sub.ok()) << (sub.ok() ? "" : sub.error->message);
+    if (!sub.ok()) return nullptr;
+    if (sub.value->will_notify) done.wait();
+    return sub.value->job;
+  }
+  static JobSpec spec(std::string handler, std::string payload, bool retain = true) {
+    JobSpec s;
+    s.handler = std::move(handler);
+    s.payload = std::move(payload);
+    s.retain = retain;
+    return s;
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<plugin_host::Host> host_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, RetentionByTime) {
+  EngineLimits l;
+  l.retention = std::chrono::milliseconds(1000);
+  start(l);
+  auto a = run(spec("echo", "a"));
+  ASSERT_EQ(a->state(), JobState::kSucceeded);
+  EXPECT_TRUE(engine_->find(a->id()).ok());
+  clock_.advance(std::chrono::milliseconds(999));
+  engine_->expire();
+  EXPECT_TRUE(engine_->find(a->id()).ok());
+  clock_.advance(std::chrono::milliseconds(2));
+  engine_->expire();
+  auto gone = engine_->find(a->id());
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error->code, ErrorCode::kNotFound);
+  EXPECT_EQ(engine_->snapshot().retained_entries, 0u);
+  EXPECT_EQ(engine_->snapshot().expired, 1u);
+}
+
+TEST_F(EngineTest, RetentionByBytesDropsTheOldestFirst) {
+  EngineLimits l;
+  l.max_retained_bytes = 3 * (512 + 1000);  // room for three 1000-byte results
+  start(l);
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(run(spec("echo", std::string(1000, 'a' + i)))->id());
+  EngineSnapshot s = engine_->snapshot();
+  EXPECT_EQ(s.retained_entries, 3u);
+  EXPECT_LE(s.retained_bytes, l.max_retained_bytes);
+  EXPECT_FALSE(engine_->find(ids[0]).ok());
+  EXPECT_FALSE(engine_->find(ids[1]).ok());
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(engine_->find(ids[i]).value->output()[0], 'a' + i);
+}
+
+TEST_F(EngineTest, RetentionByCountAndUnretainedJobsAreNotKept) {
+  EngineLimits l;
+  l.max_retained_entries = 2;
+  start(l);
+  auto x = run(spec("echo", "x", /*retain=*/false));
+  EXPECT_FALSE(engine_->find(x->id()).ok());
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(run(spec("echo", "y"))->id());
+  EXPECT_EQ(engine_->snapshot().retained_entries, 2u);
+  EXPECT_FALSE(engine_->find(ids[1]).ok());
+  EXPECT_TRUE(engine_->find(ids[3]).ok());
+}
+
+TEST_F(EngineTest, IdempotencyKeyHoldsForTheRetentionWindowOnly) {
+  EngineLimits l;
+  l.retention = std::chrono::milliseconds(1000);
+  start(l);
+  JobSpec s = spec("echo", "once");
+  s.idempotency_key = "k";
+  auto first = run(s);
+  auto again = engine_->submit(s, nullptr, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again.value->deduplicated);
+  EXPECT_EQ(again.value->job->id(), first->id());
+  JobSpec other = s;
+  other.payload = "twice";
+  auto conflict = engine_->submit(other, nullptr, nullptr);
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_EQ(conflict.error->code, ErrorCode::kFailedPrecondition);
+  clock_.advance(std::chrono::milliseconds(1001));
+  engine_->expire();
+  auto fresh = run(s);  // the window has passed: a new job
+  EXPECT_NE(fresh->id(), first->id());
+}
+
+TEST_F(EngineTest, FanOutRunsChildrenAsNestedTasks) {
+  start({});
+  auto j = run(spec("fanout", "64 hash 100:x"));
+  ASSERT_EQ(j->state(), JobState::kSucceeded) << j->message();
+  std::size_t lines = std::count(j->output().begin(), j->output().end(), '\n');
+  EXPECT_GE(lines, 63u);
+  auto bad = run(spec("fanout", "3 no_such_handler x"));
+  EXPECT_EQ(bad->state(), JobState::kFailed);
+  EXPECT_NE(bad->message().find("no_such_handler"), std::string::npos) << bad->message();
+}
+
+TEST_F(EngineTest, CancelQueuedAndRunningDeadlineAndDrain) {
+  start({});
+  // The blocking lane has one worker: the second sleep waits behind the first.
+  auto first = engine_->submit(spec("sleep", "600000"), nullptr, nullptr);
+  auto second = engine_->submit(spec("sleep", "600000"), nullptr, nullptr);
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (first.value->job->state() != JobState::kRunning &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(first.value->job->state(), JobState::kRunning);
+  second.value->job->cancel();
+  EXPECT_EQ(second.value->job->state(), JobState::kCancelled);  // queued: ends at once
+  JobSpec timed = spec("sleep", "600000");
+  timed.lane = LaneChoice::kDefault;
+  timed.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  auto t = run(timed);
+  EXPECT_EQ(t->state(), JobState::kTimedOut);
+  engine_->begin_drain();
+  auto late = engine_->submit(spec("echo", "x"), nullptr, nullptr);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error->code, ErrorCode::kUnavailable);
+  engine_->cancel_all();
+  EXPECT_TRUE(engine_->wait_idle(std::chrono::seconds(20)));
+  EXPECT_EQ(first.value->job->state(), JobState::kCancelled);
+  EngineSnapshot s = engine_->snapshot();
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.rejected_draining, 1u);
+}
+
+TEST_F(EngineTest, InFlightLimitAndCapacityWaiter) {
+  EngineLimits l;
+  l.max_inflight_jobs = 1;
+  start(l);
+  auto hold = engine_->submit(spec("sleep", "600000"), nullptr, nullptr);
+  ASSERT_TRUE(hold.ok());
+  auto full = engine_->submit(spec("echo", "x"), nullptr, nullptr);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error->code, ErrorCode::kExhausted);
+  EXPECT_GT(full.error->retry_after.count(), 0);
+  struct Waiter final : CapacityWaiter {
+    std::latch called{1};
+    void on_capacity() override { called.count_down(); }
+  } waiter;
+  ASSERT_TRUE(engine_->wait_for_capacity(&waiter));
+  hold.value->job->cancel();
+  waiter.called.wait();  // the end of the held job made room
+  auto now_ok = run(spec("echo", "x", false));
+  EXPECT_EQ(now_ok->output(), "x");
+}
+
+}  // namespace
+}  // namespace tpool::engine

@@ -64,7 +64,8 @@ def serve_installed(c, root, work):
                         f"the installed tpoold did not load the packaged plugin {name}.so")
             r = run([root / "usr/bin/tpoolctl", "--address", f"127.0.0.1:{port}", "health"],
                     timeout=30)
-            c.check(r.returncode == 0 and "SERVING" in r.stdout,
+            # Exit 0 is SERVING (1: NOT_SERVING, 3: unreachable), tpoolctl's contract.
+            c.check(r.returncode == 0,
                     f"the installed tpoolctl health against the installed tpoold (exit "
                     f"{r.returncode}): {r.stdout}{r.stderr}")
     finally:

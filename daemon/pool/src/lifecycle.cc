@@ -76,6 +76,7 @@ bool Pool::Impl::start_worker(std::size_t slot, bool overflow) {
   }
   try {
     w->thread = std::thread([this, w] { worker_main(w); });
+    w->spawned.store(true, std::memory_order_release);  // pairs with stats()' acquire
   } catch (const std::system_error&) {
     for (std::size_t l = 0; l < kLaneCount; ++l) {
       if (w->drains[l]) awake[l].fetch_sub(1, std::memory_order_seq_cst);
@@ -131,6 +132,7 @@ void Pool::Impl::tick() {
     Worker& w = *workers[i];
     if (w.thread.joinable() && w.exited.load(std::memory_order_acquire)) {
       w.thread.join();
+      w.spawned.store(false, std::memory_order_release);
       overflow_active.fetch_sub(1, std::memory_order_relaxed);
       overflow_retired.fetch_add(1, std::memory_order_relaxed);
     }
@@ -220,6 +222,7 @@ void Pool::Impl::join_all() {
     Worker& w = *workers[i];
     if (!w.thread.joinable()) continue;
     w.thread.join();
+    w.spawned.store(false, std::memory_order_release);
     if (w.overflow) {
       overflow_active.fetch_sub(1, std::memory_order_relaxed);
       overflow_retired.fetch_add(1, std::memory_order_relaxed);
@@ -533,7 +536,8 @@ PoolStats Pool::stats() const {
       w.wait_hist[l].add_to(st.lanes[l].wait);
       w.run_hist[l].add_to(st.lanes[l].run);
     }
-    const bool running = w.thread.joinable() && !w.exited.load(std::memory_order_acquire);
+    const bool running =
+        w.spawned.load(std::memory_order_acquire) && !w.exited.load(std::memory_order_acquire);
     if (!running) continue;
     if (!w.overflow) {
       ++st.workers;

@@ -174,6 +174,9 @@ struct Worker {
   std::atomic<bool> parked{false};  // inside the condvar wait (stats, overflow retire)
   std::atomic<bool> retire{false};  // overflow: told to exit by the watchdog
   std::atomic<bool> exited{false};
+  // True from start_worker until the join: stats() reads it instead of
+  // `thread`, which only spawn_mu holders may touch.
+  std::atomic<bool> spawned{false};
   std::mutex park_mu;
   std::condition_variable park_cv;
   std::thread thread;

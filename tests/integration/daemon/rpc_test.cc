@@ -320,6 +320,52 @@ TEST_F(Rpc, StatsReloadAndHealth) {
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
+// Server reflection lists the services (grpc.reflection.v1alpha, as grpcurl
+// uses it), through a raw bidi call: ServerReflectionRequest{list_services: ""}.
+class ReflectionCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit ReflectionCall(grpc::GenericStub& stub) {
+    stub.PrepareBidiStreamingCall(&ctx_,
+                                  "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                  grpc::StubOptions(), this);
+    const char req[] = {'\x3a', '\x00'};  // field 7 (list_services), empty string
+    grpc::Slice slice(req, sizeof req);
+    out_ = grpc::ByteBuffer(&slice, 1);
+    StartWrite(&out_);
+    StartRead(&in_);
+    StartCall();
+  }
+  void OnWriteDone(bool) override { StartWritesDone(); }
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      std::vector<grpc::Slice> slices;
+      (void)in_.Dump(&slices);
+      for (auto& s : slices) bytes_.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  void OnDone(const grpc::Status& s) override { done_.set_value(s); }
+  std::pair<grpc::Status, std::string> result() {
+    grpc::Status s = done_.get_future().get();
+    return {s, bytes_};
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  grpc::ByteBuffer out_, in_;
+  std::string bytes_;
+  std::promise<grpc::Status> done_;
+};
+
+TEST_F(Rpc, ReflectionListsTheServices) {
+  grpc::GenericStub generic(d().channel());
+  ReflectionCall call(generic);
+  auto [status, bytes] = call.result();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_NE(bytes.find("tpool.v1.JobService"), std::string::npos);
+  EXPECT_NE(bytes.find("tpool.v1.AdminService"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+}
+
 // A daemon with room for two jobs: the third is RESOURCE_EXHAUSTED with a
 // retry hint.
 TEST(RpcLimits, InFlightLimitIsResourceExhaustedWithARetryHint) {

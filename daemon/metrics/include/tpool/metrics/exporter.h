@@ -1,0 +1,106 @@
+// tpool::metrics: tpoold's Prometheus endpoint (docs/metrics.md).
+//
+// Collector is a prometheus-cpp Collectable that reads every number at scrape
+// time: Pool::stats(), the engine's and the plugin host's counters, the rpc
+// layer's stream counters and /proc/self. Nothing is added to the pool's or
+// the engine's hot path: a scrape costs one stats() call (relaxed loads of
+// per-worker counters and histograms) and a few /proc reads.
+//
+// Exporter serves one Collector on `/metrics` with prometheus-cpp's pull
+// Exposer (CivetWeb), optionally behind HTTP basic auth.
+#pragma once
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tpool/pool.h"
+
+namespace tpool::engine {
+class Engine;
+}
+namespace tpool::plugin_host {
+class Host;
+}
+namespace tpool::rpc {
+class JobServiceImpl;
+}
+namespace prometheus {
+class Exposer;
+}
+
+namespace tpool::metrics {
+
+// Where the numbers come from. Every pointer may be null (that family is then
+// left out); each must outlive the Collector.
+struct Sources {
+  const Pool* pool = nullptr;
+  const plugin_host::Host* host = nullptr;
+  const engine::Engine* engine = nullptr;
+  const rpc::JobServiceImpl* jobs = nullptr;
+  std::string version;  // tpoold_build_info{version}
+};
+
+class Collector final : public prometheus::Collectable {
+ public:
+  explicit Collector(Sources sources) : sources_(std::move(sources)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  Sources sources_;
+};
+
+// The cumulative Prometheus buckets of a job histogram: `le` bounds are the
+// powers of two from 2^10 ns (1.024 us) to 2^36 ns (68.7 s), each an exact
+// bucket boundary of LatencyHistogram, then +Inf. A bucket counts values
+// below its bound (the pool's buckets are half-open), which differs from
+// Prometheus' "<=" only for a value of exactly the bound in nanoseconds.
+prometheus::ClientMetric::Histogram to_prometheus(const HistogramSnapshot& h);
+std::vector<double> histogram_bounds_seconds();
+
+// What /proc says about a process (process_* metrics).
+struct ProcessStats {
+  double cpu_seconds = -1;
+  double resident_bytes = -1;
+  double virtual_bytes = -1;
+  double start_time_seconds = -1;  // since the Unix epoch
+  double open_fds = -1;
+  double max_fds = -1;
+  double threads = -1;
+};
+// Reads <proc>/self/stat, <proc>/stat (boot time) and <proc>/self/fd.
+// Fields it cannot read stay negative, and are then left out of a scrape.
+ProcessStats read_process_stats(const std::string& proc = "/proc");
+
+// The [metrics] keys of tpoold's config (docs/metrics.md, "Configuration").
+struct ExporterOptions {
+  std::string listen = "127.0.0.1:9464";  // host:port; port 0 picks a free one
+  std::string basic_auth_user;            // empty: no authentication
+  std::string basic_auth_password;        // or:
+  std::string basic_auth_password_file;   // its first line is the password
+  std::string port_file;                  // write the bound port here (whole, then renamed)
+};
+
+class Exporter {
+ public:
+  // Binds and starts serving. The error is a sentence naming the address.
+  static Result<std::unique_ptr<Exporter>> start(Sources sources, ExporterOptions opts);
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  int port() const noexcept { return port_; }  // the bound port
+
+ private:
+  Exporter() = default;
+  std::shared_ptr<Collector> collector_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace tpool::metrics

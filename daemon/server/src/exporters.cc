@@ -23,6 +23,10 @@ std::shared_ptr<void> start_exporters(const DaemonView& view, std::string* error
   sources.version = TPOOL_VERSION;
   metrics::ExporterOptions opts;
   opts.listen = view.config->metrics.listen;
+  opts.port_file = view.config->metrics.port_file;
+  opts.basic_auth_user = view.config->metrics.basic_auth_user;
+  opts.basic_auth_password = view.config->metrics.basic_auth_password;
+  opts.basic_auth_password_file = view.config->metrics.basic_auth_password_file;
   auto exporter = metrics::Exporter::start(std::move(sources), opts);
   if (!exporter.ok()) {
     *error = "cannot start the metrics endpoint (metrics.listen / --metrics-listen): " +

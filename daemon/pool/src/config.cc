@@ -120,33 +120,36 @@ CancelToken::Reason CancelToken::reason() const noexcept {
   return Reason::kNone;
 }
 
+// Lifetime: a WaitGroup usually lives on its waiter's stack and dies as soon
+// as wait() returns, so the last done() must not touch the group after a
+// waiter can see zero. Every decrement but the last is a CAS that leaves the
+// count positive; the last one happens under mu_, and a waiter returns only
+// while holding mu_ (wait() always locks it), that is, after that done() has
+// unlocked, its final access to the group.
 void WaitGroup::done() noexcept {
-  // acq_rel: the task's effects happen before a waiter that sees zero.
-  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    // seq_cst pairs with wait()'s increment of waiters_ then re-check.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_relaxed) != 0) {
-      std::lock_guard lk(mu_);
-      cv_.notify_all();
+  std::int64_t n = pending_.load(std::memory_order_relaxed);
+  while (n > 1) {
+    // acq_rel: the task's effects happen before a waiter that sees zero (the
+    // release sequence reaches the last decrement's release).
+    if (pending_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+      return;
     }
   }
+  std::lock_guard lk(mu_);
+  // acq_rel pairs with the waiter's acquire load of pending_ under mu_.
+  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) cv_.notify_all();
 }
 
 bool WaitGroup::wait(std::chrono::nanoseconds timeout) {
-  if (pending_.load(std::memory_order_acquire) <= 0) return true;
-  waiters_.fetch_add(1, std::memory_order_seq_cst);
-  bool ok = true;
-  {
-    std::unique_lock lk(mu_);
-    auto ready = [&] { return pending_.load(std::memory_order_acquire) <= 0; };
-    if (timeout.count() < 0) {
-      cv_.wait(lk, ready);
-    } else {
-      ok = cv_.wait_for(lk, timeout, ready);
-    }
+  // Always under mu_, even when the count is already zero: see done().
+  std::unique_lock lk(mu_);
+  auto ready = [&] { return pending_.load(std::memory_order_acquire) <= 0; };
+  if (timeout.count() < 0) {
+    cv_.wait(lk, ready);
+    return true;
   }
-  waiters_.fetch_sub(1, std::memory_order_relaxed);
-  return ok;
+  return cv_.wait_for(lk, timeout, ready);
 }
 
 namespace detail {

@@ -366,7 +366,9 @@ bool Pool::help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout) {
                                          deadline - std::chrono::steady_clock::now()));
     return wg.wait(left);
   }
-  return true;
+  // Through wait(): it takes the group's mutex, so the last done() has let
+  // go of the group before our caller destroys it (WaitGroup::done()).
+  return wg.wait(std::chrono::nanoseconds(0));
 }
 
 Status Pool::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout) {

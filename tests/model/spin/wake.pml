@@ -2,7 +2,7 @@
  * wake.pml: the pool's sleep/wake handshake as implemented in
  * daemon/pool/src/worker.cc (Pool::Impl::idle, next_task, work_visible) and
  * daemon/pool/src/submit.cc (Pool::Impl::enqueue, notify, wake_one).
- * docs/wake-protocol.md maps every step below to its line of C++.
+ * docs/wake-protocol.md maps every step below to the code that implements it.
  *
  * It follows Julia's SchedulerWake.tla (JuliaLang/julia#61826): a worker
  * publishes "sleeping" BEFORE it re-checks the queues, and the waker scans
@@ -73,7 +73,9 @@
  * spurious condvar wakeups (the wait loop checks again and waits again), the
  * lanes (each lane is its own instance of this protocol), and the
  * non-empty-worker bitmap (a hint for stealers; the re-check reads every
- * queue, not the bitmap).
+ * queue, not the bitmap), and the spill after an inject drain or a steal (a
+ * worker moving tasks into its own local queue: it is awake and takes them
+ * itself, as after a nested submit).
  */
 
 #define NW 3 /* workers = max_threads; QUEUED and friends are spelled out for 3 */

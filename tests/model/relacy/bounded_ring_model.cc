@@ -36,7 +36,11 @@ struct BoundedRingModel : rl::test_suite<BoundedRingModel, kThreads> {
         // Full: make room ourselves, so the model never waits on a consumer.
         int taken = 0;
         while (!ring.try_push(v)) {
-          if (ring.pop(taken)) record(id, taken);
+          if (ring.pop(taken)) {
+            record(id, taken);
+          } else {
+            rl::yield(1, $);  // a spin: see model_main.h
+          }
         }
       }
     } else if (id == 2) {
@@ -89,7 +93,7 @@ constexpr tpool::model::NamedBug kBugs[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tpool::model::model_main(argc, argv, kBugs, 1000000, [](rl::test_params& p) {
+  return tpool::model::model_main(argc, argv, kBugs, 1000000, 0, [](rl::test_params& p) {
     return rl::simulate<BoundedRingModel>(p);
   });
 }

@@ -34,11 +34,21 @@ struct RingQueueModel : rl::test_suite<RingQueueModel, kThreads> {
       int v = 0;
       for (std::size_t done = 0; done < first.size();) {
         done += q.push_many(std::span<const int>(first).subspan(done));
-        if (done < first.size() && q.pop(v)) record(0, v);
+        if (done < first.size()) {
+          if (q.pop(v)) {
+            record(0, v);
+          } else {
+            rl::yield(1, $);  // a spin: see model_main.h
+          }
+        }
       }
       for (int i = 4; i <= kItems; ++i) {
         while (!q.push(i)) {
-          if (q.pop(v)) record(0, v);
+          if (q.pop(v)) {
+            record(0, v);
+          } else {
+            rl::yield(1, $);  // a spin: see model_main.h
+          }
         }
         if (i % 2 == 0 && q.pop(v)) record(0, v);
       }
@@ -81,7 +91,7 @@ constexpr tpool::model::NamedBug kBugs[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tpool::model::model_main(argc, argv, kBugs, 1000000, [](rl::test_params& p) {
+  return tpool::model::model_main(argc, argv, kBugs, 1000000, 2, [](rl::test_params& p) {
     return rl::simulate<RingQueueModel>(p);
   });
 }

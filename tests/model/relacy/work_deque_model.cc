@@ -69,12 +69,20 @@ struct WrapModel : rl::test_suite<WrapModel, 3> {
     if (id == 0) {
       for (int i = 1; i <= kWrapItems; ++i) {
         while (!dq.push_bottom(i)) {
-          if (dq.pop_bottom(v)) tally.record(0, v);
+          if (dq.pop_bottom(v)) {
+            tally.record(0, v);
+          } else {
+            rl::yield(1, $);  // a spin: see model_main.h
+          }
         }
         if (i % 3 == 0 && dq.pop_bottom(v)) tally.record(0, v);
       }
       while (dq.size_approx() != 0) {
-        if (dq.pop_bottom(v)) tally.record(0, v);
+        if (dq.pop_bottom(v)) {
+          tally.record(0, v);
+        } else {
+          rl::yield(1, $);  // a spin: see model_main.h
+        }
       }
     } else {
       for (int round = 0; round < 2; ++round) {
@@ -108,7 +116,7 @@ constexpr tpool::model::NamedBug kBugs[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tpool::model::model_main(argc, argv, kBugs, 500000, [](rl::test_params& p) {
+  return tpool::model::model_main(argc, argv, kBugs, 500000, 2, [](rl::test_params& p) {
     // Both suites run even if the first fails, so each report is complete.
     const bool last = rl::simulate<LastItemModel>(p);
     rl::test_params wrap = p;

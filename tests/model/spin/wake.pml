@@ -52,6 +52,12 @@
  *   -DBUGGY_NOTIFY_UNLOCKED     wake_one notifies without taking the park
  *                               mutex, so its notify can fall between the
  *                               worker's check of sleep and its wait
+ *   -DBUGGY_NO_WAKER_FENCE      a gRPC thread's push has no fence before the
+ *                               load of awake (w1): the push may become
+ *                               visible after the load. (A missing fence at
+ *                               c2 is BUGGY_RECHECK_FIRST: the store of
+ *                               sleeping may become visible after the
+ *                               re-check's loads.)
  *
  * Properties:
  *   safe  at every state where no producer is between its push and the end
@@ -123,9 +129,10 @@ ltl safe { [] (inflight == 0 -> !((QUEUED > 0 && ALL_PARKED) || LIFO_OWNER_PARKE
 ltl live { [] ((QUEUED > 0) -> <> (QUEUED == 0)) }
 
 /* Pool::Impl::notify and wake_one, run by a producer right after its push
- * (which did inflight++). tick: the producer's own counter, or NO_TICK. Uses
- * the caller's locals up and j (scan position). */
-inline notify(tick) {
+ * (which did inflight++): decide (w1, w2), then wake (w3). tick: the
+ * producer's own counter, or NO_TICK. Uses the caller's locals up and j
+ * (scan position). */
+inline decide(tick) {
   /* w1: fence, then one load of awake. w2 decides on that load and on the
    * producer's own tick (thread-local), so w1 and w2 are one step. j == NW
    * means "no wake". */
@@ -147,7 +154,16 @@ inline notify(tick) {
     :: else -> select(j : 0 .. NW - 1) /* w3: wake_hint.fetch_add % n */
     fi;
     up = 0
-  };
+  }
+}
+
+inline notify(tick) {
+  decide(tick);
+  wake()
+}
+
+/* w3, after the decision of w1..w2 left j == NW (no wake) or a start. */
+inline wake() {
   if
   :: j == NW -> j = 0
   :: else ->
@@ -342,7 +358,13 @@ active proctype External() {
   byte left = EXTERNAL_TASKS;
   byte none = NO_TICK;
   do
+#ifdef BUGGY_NO_WAKER_FENCE
+  /* No fence between the push and the load of awake: the push may become
+   * visible only after that load (a store buffer), i.e. after w1..w2. */
+  :: left > 0 -> atomic { left--; inflight++ }; decide(none); inject++; wake()
+#else
   :: left > 0 -> atomic { left--; inject++; inflight++ }; notify(none)
+#endif
 #ifdef GLOBAL_QUEUE
   :: left > 0 -> atomic { left--; inject++; inflight++ }; notify(tick)
 #else

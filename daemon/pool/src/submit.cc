@@ -295,8 +295,10 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
   // w2: coalescing. Skipping is safe while some worker that drains this lane
   // is awake: it re-checks the queues after publishing `sleeping`.
   if (cfg.wake_coalesce_batch > 1 && up > 0) {
-    std::uint32_t local_tick = 0;
-    std::uint32_t& t = tick ? *tick : local_tick;
+    // Callers without a slot of their own (gRPC threads, a worker's spill)
+    // count per thread, so every B-th of their submits still wakes someone.
+    static thread_local std::uint32_t thread_tick = 0;
+    std::uint32_t& t = tick ? *tick : thread_tick;
     if (++t % cfg.wake_coalesce_batch != 0) return;
   }
   // Everyone who could take it is awake: nothing to wake.

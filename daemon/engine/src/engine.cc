@@ -228,9 +228,10 @@ Expected<Engine::Submitted> Engine::submit(JobSpec spec, DoneFn done, void* user
   auto job =
       std::make_shared<Job>(*this, id, std::move(spec), std::move(handler), lane, group_cancel);
   job->payload_hash_ = hash;
+  job->counters_ = &counters_for(handler_name);
   job->retained_ = retain;
   if (done != nullptr) job->waiters_.emplace_back(done, user);  // not shared yet
-  HandlerCounters& hc = counters_for(handler_name);
+  HandlerCounters& hc = *job->counters_;
   if (retain) {
     if (!store_lock.owns_lock()) store_lock.lock();
     retained_.emplace(id, job);
@@ -268,7 +269,7 @@ Expected<Engine::Submitted> Engine::submit(JobSpec spec, DoneFn done, void* user
 }
 
 void Engine::on_job_final(Job& job) {
-  HandlerCounters& hc = counters_for(job.spec_.handler);
+  HandlerCounters& hc = *job.counters_;
   switch (job.state()) {
     case JobState::kSucceeded:
       hc.succeeded.fetch_add(1, std::memory_order_relaxed);

@@ -67,6 +67,7 @@ struct JobSpec {
 
 class Job;
 class Engine;
+struct HandlerCounters;
 
 // Called once when a job reaches its final state, on the thread that ended it
 // (a pool worker, or the thread that cancelled a queued job). Must not block.
@@ -149,7 +150,10 @@ class Job final : public plugin_host::JobServices {
   // the payload itself is released once the handler has run.
   std::size_t payload_hash_ = 0;
   std::shared_ptr<Job> self_;  // the pool task's reference (inv 4)
-  bool retained_ = false;      // set before submission, then read-only
+  // This handler's counters in the engine (entries are never erased, so the
+  // pointer stays valid for the engine's life); set before submission.
+  HandlerCounters* counters_ = nullptr;
+  bool retained_ = false;  // set before submission, then read-only
   friend struct JobTask;
 };
 

@@ -30,8 +30,10 @@ class DaemonProcess {
  public:
   // extra_config: TOML appended to a config that sets the port file and the
   // plugin directory. extra_args: more flags.
+  // extra_env: NAME=VALUE entries added to the daemon's environment.
   explicit DaemonProcess(const std::string& extra_config = "",
-                         std::vector<std::string> extra_args = {}) {
+                         std::vector<std::string> extra_args = {},
+                         std::vector<std::string> extra_env = {}) {
     dir_ = std::filesystem::temp_directory_path() /
            ("tpoold-it-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(dir_);
@@ -58,6 +60,7 @@ class DaemonProcess {
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
+      for (auto& e : extra_env) ::putenv(e.data());
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }

@@ -258,6 +258,10 @@ Expected<Engine::Submitted> Engine::submit(JobSpec spec, DoneFn done, void* user
                                        "tpoold is shutting down and accepts no new jobs; retry "
                                        "against another instance or after the restart"});
     }
+    if (r.status().code() == StatusCode::kInvalidArgument) {  // e.g. a lane this pool lacks
+      return fail(rejected_invalid_, {ErrorCode::kInvalidArgument,
+                                      "the pool refused the job: " + r.status().message()});
+    }
     return fail(rejected_full_, {ErrorCode::kExhausted,
                                  "the pool has no free task slot (" + r.status().message() +
                                      "); retry after the hinted delay",

@@ -116,6 +116,7 @@ set style data histogram
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
+set bmargin 4
 set grid ytics
 set key top left
 set xtics font ",9"

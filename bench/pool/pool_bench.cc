@@ -1,0 +1,170 @@
+// bench_pool: tpool (every scheduler variant x queue kind) against oneTBB
+// task_group, Boost.Asio thread_pool and rvaser thread_pool on the seed's
+// scenarios (scenarios.h), in one run, 2 workers each. Every scenario runs
+// --reps times (at least 5), interleaved across pools with the pool order
+// rotated per repetition; medians are reported with the ratio to oneTBB
+// (tpool time / TBB time: below 1 means tpool is faster). docs/benchmarks.md
+// "Pool" says how to read it.
+#include <tbb/global_control.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "driver.h"
+#include "peer_runners.h"
+#include "scenarios.h"
+#include "tpool_runner.h"
+
+namespace {
+
+using bench::Sample;
+constexpr int kWorkers = 2;
+
+const std::vector<std::string> kScenarios = {
+    "flood_1m_batched", "nested_fanout_4x", "contended_spawn_8x",
+    "cpu_work_100us",   "mixed_fast_slow",  "mixed_fast_slow_paced",
+};
+
+template <class R>
+Sample run_scenario(R& r, const std::string& s) {
+  if (s == "flood_1m_batched") return bench::flood_1m_batched(r);
+  if (s == "nested_fanout_4x") return bench::nested_fanout_4x(r);
+  if (s == "contended_spawn_8x") return bench::contended_spawn_8x(r);
+  if (s == "cpu_work_100us") return bench::cpu_work_100us(r, kWorkers);
+  if (s == "mixed_fast_slow") return bench::mixed_fast_slow(r, false);
+  return bench::mixed_fast_slow(r, true);
+}
+
+struct PoolDef {
+  std::string name;
+  bool mixed_only = false;  // the blocking-lane variant only matters for mixed_fast_slow
+  std::function<Sample(const std::string&)> run;
+};
+
+template <class R, class... A>
+std::function<Sample(const std::string&)> make(A... a) {
+  return [=](const std::string& s) {
+    R r(a...);
+    return run_scenario(r, s);
+  };
+}
+
+std::vector<PoolDef> pools() {
+  using tpool::QueueKind;
+  using tpool::SchedulerVariant;
+  std::vector<PoolDef> v;
+  for (auto var : {SchedulerVariant::kGlobalQueue, SchedulerVariant::kWorkStealing,
+                   SchedulerVariant::kLaneExtension}) {
+    for (auto kind : {QueueKind::kRing, QueueKind::kChaseLev}) {
+      const std::string name =
+          "tpool/" + std::string(tpool::to_string(var)) + "/" + std::string(tpool::to_string(kind));
+      v.push_back({name, false, [var, kind](const std::string& s) {
+                     // nested_fanout_4x keeps up to ~262k tasks live at once (the
+                     // local ring queue is FIFO for its owner, so the tree unfolds
+                     // breadth first); a worker blocked on a descriptor while every
+                     // other worker is too deadlocks the pool, so size it.
+                     bench::TpoolSetup setup{var, kind};
+                     if (s == "nested_fanout_4x") setup.queue_capacity = std::size_t{1} << 19;
+                     bench::TpoolRunner r(setup, kWorkers);
+                     return run_scenario(r, s);
+                   }});
+    }
+  }
+  v.push_back(
+      {"tpool/lane_extension/ring/slow_on_blocking_lane", true,
+       make<bench::TpoolRunner>(
+           bench::TpoolSetup{SchedulerVariant::kLaneExtension, QueueKind::kRing, true}, kWorkers)});
+  v.push_back({"onetbb/task_group", false, make<bench::TbbRunner>(kWorkers)});
+  v.push_back({"asio/thread_pool", false, make<bench::AsioRunner>(kWorkers)});
+  v.push_back({"rvaser/thread_pool", false, make<bench::RvaserRunner>(kWorkers)});
+  return v;
+}
+
+constexpr const char* kTbb = "onetbb/task_group";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Args args = bench::parse_args(argc, argv);
+  // One TBB worker thread + the thread in wait(): 2 running threads.
+  tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism, kWorkers);
+  bench::calibrate_spin();
+  const std::string load_before = bench::loadavg();
+  std::printf(
+      "bench_pool: %u cores, load %s, %d reps interleaved, %d workers per pool, "
+      "spin %llu units/us\n",
+      std::thread::hardware_concurrency(), load_before.c_str(), args.reps, kWorkers,
+      static_cast<unsigned long long>(bench::g_units_per_us));
+
+  const std::vector<PoolDef> defs = pools();
+  // samples[scenario][pool]
+  std::map<std::string, std::map<std::string, std::vector<Sample>>> samples;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    for (const std::string& s : kScenarios) {
+      const bool mixed = s.rfind("mixed", 0) == 0;
+      for (std::size_t k = 0; k < defs.size(); ++k) {
+        const PoolDef& p = defs[(k + static_cast<std::size_t>(rep)) % defs.size()];
+        if (p.mixed_only && !mixed) continue;
+        if (!args.filter.empty() && (s + "/" + p.name).find(args.filter) == std::string::npos) {
+          continue;
+        }
+        samples[s][p.name].push_back(p.run(s));
+      }
+    }
+    std::fprintf(stderr, "bench_pool: repetition %d/%d done, load %s\n", rep + 1, args.reps,
+                 bench::loadavg().c_str());
+  }
+  const std::string load_after = bench::loadavg();
+
+  std::ostringstream json;
+  json << "{\n\"machine\": " << bench::machine_json(load_before, load_after)
+       << ",\n\"workers\": " << kWorkers << ",\n\"reps\": " << args.reps << ",\n\"results\": [";
+  bool first = true;
+  for (const std::string& s : kScenarios) {
+    if (samples[s].empty()) continue;
+    auto med = [&](const std::string& pool, double Sample::*f) {
+      std::vector<double> v;
+      for (const Sample& x : samples[s][pool]) v.push_back(x.*f);
+      return bench::median(v);
+    };
+    const double tbb = samples[s].count(kTbb) ? med(kTbb, &Sample::ns_per_task) : 0;
+    std::printf("\n%s\n  %-50s %12s %10s %12s %12s\n", s.c_str(), "pool", "ns/task", "vs TBB",
+                s == "cpu_work_100us" ? "overhead" : "fast p50 us",
+                s == "cpu_work_100us" ? "" : "fast p99 us");
+    for (const PoolDef& p : defs) {
+      if (!samples[s].count(p.name)) continue;
+      std::vector<double> ns;
+      for (const Sample& x : samples[s][p.name]) ns.push_back(x.ns_per_task);
+      const double m = bench::median(ns);
+      const double ratio = tbb > 0 ? m / tbb : 0;
+      const double over = med(p.name, &Sample::overhead);
+      const double p50 = med(p.name, &Sample::p50_ns);
+      const double p99 = med(p.name, &Sample::p99_ns);
+      if (s == "cpu_work_100us") {
+        std::printf("  %-50s %12.1f %9.2fx %11.1f%%\n", p.name.c_str(), m, ratio, over * 100);
+      } else if (s.rfind("mixed", 0) == 0) {
+        std::printf("  %-50s %12.1f %9.2fx %12.1f %12.1f\n", p.name.c_str(), m, ratio, p50 / 1e3,
+                    p99 / 1e3);
+      } else {
+        std::printf("  %-50s %12.1f %9.2fx\n", p.name.c_str(), m, ratio);
+      }
+      json << (first ? "\n" : ",\n") << "  {\"scenario\": \"" << s << "\", \"pool\": \"" << p.name
+           << "\", \"median_ns_per_task\": " << m << ", \"ratio_to_onetbb\": " << ratio
+           << ", \"median_overhead\": " << over << ", \"median_fast_p50_ns\": " << p50
+           << ", \"median_fast_p99_ns\": " << p99
+           << ", \"ns_per_task_samples\": " << bench::json_array(ns) << "}";
+      first = false;
+    }
+  }
+  json << "\n]\n}\n";
+  std::printf("\nload average before %s, after %s\n", load_before.c_str(), load_after.c_str());
+  if (!args.out.empty()) {
+    std::ofstream(args.out) << json.str();
+    std::printf("JSON: %s\n", args.out.c_str());
+  }
+  return 0;
+}

@@ -40,8 +40,9 @@ Result<std::unique_ptr<Exporter>> Exporter::start(Sources sources, ExporterOptio
   std::unique_ptr<Exporter> e(new Exporter());
   e->collector_ = std::make_shared<Collector>(std::move(sources));
   try {
-    // One serving thread: a scrape is short, and Prometheus scrapes one at a time.
-    e->exposer_ = std::make_unique<prometheus::Exposer>(opts.listen, 1);
+    // Two serving threads: an HA pair of Prometheus servers (or one plus a
+    // curl) scrapes at once; a scrape is short (docs/benchmarks.md, Metrics).
+    e->exposer_ = std::make_unique<prometheus::Exposer>(opts.listen, 2);
   } catch (const std::exception& ex) {
     return Status::InvalidArgument("cannot serve metrics on '" + opts.listen + "' (" + ex.what() +
                                    "); pick a free host:port for metrics.listen");

@@ -7,6 +7,9 @@ SHELL := /bin/bash
 CMAKE ?= cmake
 CTEST ?= ctest
 JOBS ?= $(shell nproc)
+# ccache keyed on paths relative to this checkout (shared across clones).
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/dev/null)
 
 .PHONY: help deps build release test test-dev format-check tsan asan bench bench-report run format tidy package clean

@@ -251,6 +251,7 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"max_overflow_workers", u64(c.pool.max_overflow_workers)}}},
       {"plugins",
        {{"dirs", str_list(c.plugins.dirs)},
+        {"abort_on_load_error", boolean(c.plugins.abort_on_load_error)},
         {"config",
          [&plugin_config](const toml::node& n, const std::string& key) -> std::string {
            const auto* t = n.as_table();

@@ -46,6 +46,10 @@ struct PoolSection {
 
 struct PluginsSection {
   std::vector<std::string> dirs;
+  // A plugin file that fails to load stops tpoold from starting (and a reload
+  // from taking effect). false: log the failure and serve the plugins that did
+  // load.
+  bool abort_on_load_error = true;
   // Per-plugin config strings, by plugin name ([plugins.config] name = "...").
   std::vector<std::pair<std::string, std::string>> config;
 };

@@ -198,7 +198,7 @@ int Daemon::run() {
 int Daemon::start() {
   plugin_host::HostConfig hc;
   hc.dirs = config_.plugins.dirs;
-  hc.abort_on_load_error = true;
+  hc.abort_on_load_error = config_.plugins.abort_on_load_error;
   for (const auto& [name, text] : config_.plugins.config) hc.plugin_config[name] = text;
   hc.max_output_bytes = config_.server.max_output_bytes;
   hc.log_sink = [](plugin_host::LogLevel level, std::string_view plugin, std::string_view msg) {

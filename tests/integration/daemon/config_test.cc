@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "config.h"
+#include "daemon_process.h"
 
 namespace tpool::server {
 namespace {
@@ -44,6 +45,7 @@ TEST(Config, SampleConfigParsesToTheDefaults) {
   EXPECT_EQ(c->results.retention_ms, d.results.retention_ms);
   EXPECT_EQ(c->results.max_bytes, d.results.max_bytes);
   EXPECT_EQ(c->log.level, d.log.level);
+  EXPECT_EQ(c->plugins.abort_on_load_error, d.plugins.abort_on_load_error);
   ASSERT_EQ(c->plugins.config.size(), 1u);
   EXPECT_EQ(c->plugins.config[0].first, "hash");
 }
@@ -122,6 +124,67 @@ TEST(ConfigBinary, CheckConfigAcceptsTheSampleAndRejectsABadFile) {
   auto [rc3, out3] = run("--check-config /nonexistent/tpoold.toml");
   EXPECT_NE(rc3, 0);
   EXPECT_NE(out3.find("/nonexistent/tpoold.toml"), std::string::npos);
+}
+
+// A plugin directory holding a file that is not a shared library, next to the
+// good example plugins.
+class BadPluginDir {
+ public:
+  BadPluginDir() {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("tpoold-badplugin-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(file()) << "this is not an ELF file\n";
+  }
+  ~BadPluginDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string dir() const { return dir_.string(); }
+  std::string file() const { return (dir_ / "broken.so").string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+TEST(ConfigBinary, APluginThatFailsToLoadStopsStartUpByDefault) {
+  BadPluginDir bad;
+  tpool::testing::DaemonProcess d("[metrics]\nenabled = false\n", {"--plugin-dir", bad.dir()});
+  EXPECT_FALSE(d.started());
+  auto rc = d.wait_exit(std::chrono::seconds(30));
+  ASSERT_TRUE(rc.has_value()) << d.log();
+  EXPECT_EQ(*rc, 1) << d.log();
+  EXPECT_NE(d.log().find(bad.file()), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find("abort_on_load_error"), std::string::npos) << d.log();
+}
+
+TEST(ConfigBinary, WithAbortOnLoadErrorFalseTheGoodPluginsServe) {
+  BadPluginDir bad;
+  tpool::testing::DaemonProcess d(
+      "[plugins]\nabort_on_load_error = false\n[metrics]\nenabled = false\n",
+      {"--plugin-dir", bad.dir()});
+  ASSERT_TRUE(d.started()) << d.log();
+  grpc::ClientContext ctx;
+  tpool::v1::JobResult res;
+  grpc::Status s = d.jobs().Execute(&ctx, tpool::testing::job("echo", "ping"), &res);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(res.output(), "ping");
+  // The failure is still reported, naming the file.
+  EXPECT_NE(d.log().find(bad.file()), std::string::npos) << d.log();
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST(Config, AbortOnLoadErrorIsABoolean) {
+  EXPECT_TRUE(DaemonConfig{}.plugins.abort_on_load_error);
+  auto c = parse_config("[plugins]\nabort_on_load_error = false\n", "t.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->plugins.abort_on_load_error);
+  auto bad = parse_config("[plugins]\nabort_on_load_error = \"no\"\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("plugins.abort_on_load_error must be true or false"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 TEST(ConfigBinary, VersionHelpAndUnknownFlags) {

@@ -50,7 +50,7 @@ class PoolGrid : public ::testing::TestWithParam<Variant> {
 
 TEST_P(PoolGrid, SubmitRunsEveryTaskOnAWorker) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
-  constexpr std::size_t kTasks = 1000;
+  constexpr std::size_t kTasks = 1000 / kTsanDiv;
   Ledger ledger(kTasks);
   auto items = ledger.items();
   std::atomic<int> off_worker{0};
@@ -213,7 +213,7 @@ TEST_P(PoolGrid, NestedFanOutFromTasks) {
   WaitGroup wg;
   SubmitOptions o;
   o.wait_group = &wg;
-  constexpr int kDepth = 12;
+  constexpr int kDepth = kTsanDiv > 1 ? 9 : 12;
   ASSERT_TRUE(pool_->submit({&Tree::run, new Tree{pool_.get(), &wg, &nodes, kDepth}}, o).ok());
   ASSERT_TRUE(wg.wait(kBound));
   EXPECT_EQ(nodes.load(), (std::uint64_t{1} << (kDepth + 1)) - 1);
@@ -426,7 +426,7 @@ TEST_P(PoolGrid, HelpWaitJoinsChildrenWithoutDeadlock) {
   SubmitOptions o;
   o.waitable = true;
   for (std::size_t i = 0; i < workers(); ++i) {
-    parents.emplace_back().children = 300;
+    parents.emplace_back().children = static_cast<int>(300 / kTsanDiv);
     auto h = pool_->submit({&Parent::run, &parents.back()}, o);
     ASSERT_TRUE(h.ok());
     hs.push_back(h.value());
@@ -435,7 +435,7 @@ TEST_P(PoolGrid, HelpWaitJoinsChildrenWithoutDeadlock) {
     auto w = pool_->wait(hs[i], kBound);
     ASSERT_TRUE(w.ok()) << "parent " << i << ": " << w.status().to_string();
     EXPECT_TRUE(parents[i].joined);
-    EXPECT_EQ(parents[i].child_runs.load(), 300);
+    EXPECT_EQ(parents[i].child_runs.load(), static_cast<int>(300 / kTsanDiv));
   }
   // Outside a worker, help_wait is a plain wait.
   WaitGroup wg;
@@ -585,7 +585,7 @@ TEST_P(PoolGrid, BlockedSubmitIsReleasedByShutdown) {
 TEST_P(PoolGrid, ShutdownDrainRunsEverything) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
   hold_all_workers();
-  constexpr std::size_t kTasks = 500;
+  constexpr std::size_t kTasks = 500 / kTsanDiv;
   Ledger ledger(kTasks);
   auto items = ledger.items();
   SubmitOptions o;
@@ -607,7 +607,7 @@ TEST_P(PoolGrid, ShutdownDrainRunsEverything) {
 TEST_P(PoolGrid, ShutdownCancelPendingCancelsQueuedAndLetsRunningFinish) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
   hold_all_workers();
-  constexpr std::size_t kTasks = 300;
+  constexpr std::size_t kTasks = 300 / kTsanDiv;
   Ledger ledger(kTasks);
   auto items = ledger.items();
   Counter cancels;
@@ -657,7 +657,7 @@ TEST_P(PoolGrid, ShutdownTimesOutWhileATaskIsHeldThenFinishes) {
 
 TEST_P(PoolGrid, DestructorOfARunningPoolDrains) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
-  constexpr std::size_t kTasks = 2000;
+  constexpr std::size_t kTasks = 2000 / kTsanDiv;
   Ledger ledger(kTasks);
   auto items = ledger.items();
   for (auto& it : items) ASSERT_TRUE(pool_->submit({&Ledger::run, &it}).ok());

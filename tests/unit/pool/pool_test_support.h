@@ -25,6 +25,20 @@ using namespace std::chrono_literals;
 // How long any bounded wait of a test may take before it counts as a hang.
 inline constexpr std::chrono::nanoseconds kBound = std::chrono::seconds(20);
 
+// Task counts are divided by this under ThreadSanitizer (every test also runs
+// there, where each task costs tens of times more).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::size_t kTsanDiv = 8;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr std::size_t kTsanDiv = 8;
+#else
+inline constexpr std::size_t kTsanDiv = 1;
+#endif
+#else
+inline constexpr std::size_t kTsanDiv = 1;
+#endif
+
 // A count-down event: wait_for() returns false after the bound instead of
 // hanging. open() releases every waiter at once (a gate).
 class Event {

@@ -66,8 +66,9 @@ tpool::v1::Lane to_proto(Lane lane) noexcept {
   return lane == Lane::kBlocking ? tpool::v1::LANE_BLOCKING : tpool::v1::LANE_DEFAULT;
 }
 
-void fill_result(const engine::Job& job, tpool::v1::JobResult& out) {
+void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::JobResult& out) {
   out.set_job_id(job.id());
+  out.set_replica(replica);
   out.set_state(to_proto(job.state()));
   out.set_output(job.output());
   out.set_message(job.message());

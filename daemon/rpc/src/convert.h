@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <optional>
+#include <string>
 
 #include "tpool/engine/engine.h"
 #include "tpool/v1/jobs.pb.h"
@@ -20,8 +21,8 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
 tpool::v1::JobState to_proto(engine::JobState s) noexcept;
 tpool::v1::Lane to_proto(Lane lane) noexcept;
 
-// A final job as a JobResult.
-void fill_result(const engine::Job& job, tpool::v1::JobResult& out);
+// A final job as a JobResult; replica: the serving replica's id.
+void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::JobResult& out);
 
 // The gRPC status of an engine error (adds the retry hint trailer when one is
 // given and ctx is not null).

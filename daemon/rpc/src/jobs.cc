@@ -2,6 +2,8 @@
 // the job; the others answer at once.
 #include <atomic>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "convert.h"
 #include "tpool/rpc/services.h"
@@ -18,7 +20,9 @@ namespace {
 // call, and gRPC may call OnDone, before start() has returned.
 class JobWaitReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit JobWaitReactor(tpool::v1::JobResult* resp) : resp_(resp) {}
+  // replica: the service's, which outlives every call.
+  JobWaitReactor(tpool::v1::JobResult* resp, const std::string& replica)
+      : resp_(resp), replica_(replica) {}
 
   // After submitting (or finding) the job: waits for it, or answers now.
   void watch(std::shared_ptr<engine::Job> job, bool owns, bool will_notify) {
@@ -37,7 +41,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
 
   static void done(void* user, engine::Job& job) {
     auto* self = static_cast<JobWaitReactor*>(user);
-    fill_result(job, *self->resp_);
+    fill_result(job, self->replica_, *self->resp_);
     self->Finish(status_of(job));
   }
 
@@ -63,6 +67,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
   tpool::v1::JobResult* resp_;
+  const std::string& replica_;
   std::atomic<int> refs_{2};
   std::mutex mu_;
   std::shared_ptr<engine::Job> job_;  // guarded by mu_
@@ -75,12 +80,22 @@ grpc::ServerUnaryReactor* finish_now(grpc::CallbackServerContext* ctx, const grp
   return r;
 }
 
+// A call naming a job of another replica: FAILED_PRECONDITION, saying where to
+// send it. An empty replica (an older client) is not checked.
+std::optional<grpc::Status> other_replica(std::uint64_t job_id, const std::string& owner,
+                                          const std::string& me) {
+  if (owner.empty() || owner == me) return std::nullopt;
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "job " + std::to_string(job_id) + " belongs to replica " + owner +
+                          "; this is replica " + me + ": send the call to " + owner);
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* ctx,
                                                   const tpool::v1::JobRequest* req,
                                                   tpool::v1::JobResult* resp) {
-  auto* r = new JobWaitReactor(resp);
+  auto* r = new JobWaitReactor(resp, replica_);
   engine::JobSpec spec;
   if (auto err = to_spec(*req, ctx->deadline(), false, spec)) {
     r->fail(to_status(*err, ctx));
@@ -107,6 +122,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ct
   auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
   if (!sub.ok()) return finish_now(ctx, to_status(*sub.error, ctx));
   resp->set_job_id(sub.value->job->id());
+  resp->set_replica(replica_);
   return finish_now(ctx, grpc::Status::OK);
 }
 
@@ -124,6 +140,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
       auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
       if (sub.ok()) {
         out->set_job_id(sub.value->job->id());
+        out->set_replica(replica_);
         continue;
       }
       err = std::move(sub.error);
@@ -137,9 +154,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
                                                const tpool::v1::WaitRequest* req,
                                                tpool::v1::JobResult* resp) {
+  if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
-  auto* r = new JobWaitReactor(resp);
+  auto* r = new JobWaitReactor(resp, replica_);
   bool will_notify = found.value->add_waiter(&JobWaitReactor::done, r);
   r->watch(found.value, false, will_notify);
   return r;
@@ -148,11 +166,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
                                               const tpool::v1::JobRef* req,
                                               tpool::v1::JobStatus* resp) {
+  if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
   const engine::Job& job = *found.value;
   engine::JobState state = job.state();
   resp->set_job_id(job.id());
+  resp->set_replica(replica_);
   resp->set_handler(job.handler_name());
   resp->set_state(to_proto(state));
   resp->set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
@@ -173,6 +193,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* JobServiceImpl::Cancel(grpc::CallbackServerContext* ctx,
                                                  const tpool::v1::JobRef* req,
                                                  tpool::v1::CancelReply* resp) {
+  if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
   found.value->cancel();

@@ -113,7 +113,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     {
       std::lock_guard lock(self->mu_);
       --self->in_flight_;
-      fill_result(job, *self->out_pending_.add_results());
+      fill_result(job, self->svc_.replica(), *self->out_pending_.add_results());
       self->pump_locked();  // (S3) a window slot is free
       self->decide_locked(a);
     }
@@ -150,7 +150,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
           if (sub.value->will_notify) {
             ++in_flight_;
           } else {  // a deduplicated job that had already ended
-            fill_result(*sub.value->job, *out_pending_.add_results());
+            fill_result(*sub.value->job, svc_.replica(), *out_pending_.add_results());
             refs_.fetch_sub(1, std::memory_order_relaxed);
           }
           continue;

@@ -1,6 +1,9 @@
 #include "config.h"
 
 #include <toml++/toml.h>
+#include <unistd.h>
+
+#include <climits>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -109,12 +112,26 @@ Status host_port(std::string_view key, const std::string& v) {
 
 constexpr std::uint64_t kDay = 24ull * 3600 * 1000;
 
+// A replica id travels in job refs and error messages: a host-name-like word.
+Status replica_word(std::string_view key, const std::string& v) {
+  bool ok = v.size() <= 253;
+  for (char ch : v) {
+    ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                ch == '-' || ch == '_' || ch == '.' || ch == ':');
+  }
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument(std::string(key) + " = " + quote(v) +
+                                 " is not valid; use at most 253 letters, digits and - _ . : "
+                                 "(empty: the host name)");
+}
+
 }  // namespace
 
 Status DaemonConfig::validate() const {
   const std::uint64_t kMiB = 1u << 20;
   for (Status s : {
            host_port("server.listen", server.listen),
+           replica_word("server.replica_id", server.replica_id),
            range("server.max_message_bytes", server.max_message_bytes, 1024, 1024 * kMiB),
            range("server.max_payload_bytes", server.max_payload_bytes, 0, server.max_message_bytes),
            range("server.max_output_bytes", server.max_output_bytes, 0, 1024 * kMiB),
@@ -183,6 +200,13 @@ Status DaemonConfig::validate() const {
   return pool_config().validate();
 }
 
+std::string DaemonConfig::replica_id() const {
+  if (!server.replica_id.empty()) return server.replica_id;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 tpool::Config DaemonConfig::pool_config() const {
   tpool::Config c;
   std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -236,7 +260,8 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"max_streams", u64(c.server.max_streams)},
         {"stream_window", u64(c.server.stream_window)},
         {"drain_timeout_ms", u64(c.server.drain_timeout_ms)},
-        {"cancel_grace_ms", u64(c.server.cancel_grace_ms)}}},
+        {"cancel_grace_ms", u64(c.server.cancel_grace_ms)},
+        {"replica_id", str(c.server.replica_id)}}},
       {"pool",
        {{"min_threads", u64(c.pool.min_threads)},
         {"max_threads", u64(c.pool.max_threads)},
@@ -308,7 +333,7 @@ Result<DaemonConfig> load_config_file(const std::string& path) {
 std::string usage() {
   return "usage: tpoold [--config FILE] [--listen HOST:PORT] [--plugin-dir DIR]...\n"
          "              [--log-level LEVEL] [--log-format text|json] [--port-file FILE]\n"
-         "              [--metrics-listen HOST:PORT]\n"
+         "              [--metrics-listen HOST:PORT] [--replica-id ID]\n"
          "       tpoold --check-config FILE\n"
          "       tpoold --version | --help\n"
          "Flags override the config file; docs/configuration.md lists every key.\n";
@@ -356,6 +381,8 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       s = take(o.log_format);
     } else if (a == "--metrics-listen") {
       s = take(o.metrics_listen);
+    } else if (a == "--replica-id") {
+      s = take(o.replica_id);
     } else if (a == "--version") {
       o.show_version = true;
     } else if (a == "--help" || a == "-h") {
@@ -381,6 +408,7 @@ Result<DaemonConfig> resolve_config(const Options& o) {
   if (!o.log_level.empty()) c.log.level = o.log_level;
   if (!o.log_format.empty()) c.log.format = o.log_format;
   if (!o.metrics_listen.empty()) c.metrics.listen = o.metrics_listen;
+  if (!o.replica_id.empty()) c.server.replica_id = o.replica_id;
   if (Status s = c.validate(); !s.ok()) {
     if (o.config_path.empty()) return s;
     return Status::InvalidArgument(o.config_path + ": " + s.message());

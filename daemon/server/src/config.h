@@ -28,6 +28,9 @@ struct ServerSection {
   std::uint64_t max_output_bytes = 4u << 20;   // one job's output
   std::uint64_t drain_timeout_ms = 30000;
   std::uint64_t cancel_grace_ms = 5000;  // after a drain times out: for running handlers to stop
+  // This process's name among replicas, set on every job ref it returns and
+  // checked on Wait/Get/Cancel. Empty: the host name (replica_id() below).
+  std::string replica_id;
 };
 
 struct PoolSection {
@@ -89,6 +92,8 @@ struct DaemonConfig {
   Status validate() const;
   // The pool's Config for this daemon config (validate() first).
   tpool::Config pool_config() const;
+  // server.replica_id, or the host name (gethostname) when it is empty.
+  std::string replica_id() const;
 };
 
 // Parses TOML text; `origin` (a file name) prefixes errors. Unknown keys and
@@ -108,6 +113,7 @@ struct Options {
   std::string log_level;                 // --log-level
   std::string log_format;                // --log-format
   std::string metrics_listen;            // --metrics-listen ADDR
+  std::string replica_id;                // --replica-id ID
 };
 
 Result<Options> parse_args(int argc, const char* const* argv);

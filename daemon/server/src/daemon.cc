@@ -235,7 +235,8 @@ int Daemon::start() {
   limits.max_retained_entries = config_.results.max_entries;
   engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
   jobs_ = std::make_unique<rpc::JobServiceImpl>(
-      *engine_, rpc::RpcLimits{config_.server.max_streams, config_.server.stream_window});
+      *engine_, rpc::RpcLimits{config_.server.max_streams, config_.server.stream_window},
+      config_.replica_id());
   admin_ = std::make_unique<rpc::AdminServiceImpl>(*engine_, *jobs_, *this, TPOOL_VERSION);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -282,9 +283,9 @@ int Daemon::start() {
   const Config& pc = pool_->config();
   std::string host_part = config_.server.listen.substr(0, config_.server.listen.rfind(':'));
   spdlog::info(
-      "tpoold {} serving gRPC on {}:{}; metrics {}; pool: {} workers ({} blocking), "
-      "scheduler {}, {} descriptors; plugins: {}",
-      TPOOL_VERSION, host_part, port,
+      "tpoold {} (replica {}) serving gRPC on {}:{}; metrics {}; pool: {} workers ({} "
+      "blocking), scheduler {}, {} descriptors; plugins: {}",
+      TPOOL_VERSION, jobs_->replica(), host_part, port,
       config_.metrics.enabled ? config_.metrics.listen : std::string("off"), pc.max_threads,
       pc.blocking_workers, to_string(pc.scheduler_variant), pc.queue_capacity,
       handlers.empty() ? std::string("none") : handlers);

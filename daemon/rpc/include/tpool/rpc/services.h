@@ -32,7 +32,10 @@ struct RpcSnapshot {
 
 class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
  public:
-  JobServiceImpl(engine::Engine& engine, RpcLimits limits) : engine_(engine), limits_(limits) {}
+  // replica: this process's replica id, set on every job ref and result it
+  // returns and checked against the replica a Wait, Get or Cancel names.
+  JobServiceImpl(engine::Engine& engine, RpcLimits limits, std::string replica = {})
+      : engine_(engine), limits_(limits), replica_(std::move(replica)) {}
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
                                     const tpool::v1::JobRequest* req,
@@ -59,6 +62,7 @@ class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
   RpcSnapshot snapshot() const noexcept;
   engine::Engine& engine() noexcept { return engine_; }
   const RpcLimits& limits() const noexcept { return limits_; }
+  const std::string& replica() const noexcept { return replica_; }
 
   // Used by the stream reactor (stream.cc).
   std::atomic<std::uint64_t> streams_active{0};
@@ -68,6 +72,7 @@ class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
  private:
   engine::Engine& engine_;
   const RpcLimits limits_;
+  const std::string replica_;
 };
 
 // What AdminService needs from the daemon's lifecycle (daemon/server

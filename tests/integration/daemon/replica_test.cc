@@ -1,0 +1,213 @@
+// Replica identity on job refs: tpoold stamps its replica id on every ref and
+// result it returns, and turns away (FAILED_PRECONDITION, naming the owner) a
+// Wait, Get or Cancel that names another replica. An empty replica (an older
+// client) is not checked.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <climits>
+#include <map>
+
+#include "daemon_process.h"
+
+namespace tpool::testing {
+namespace {
+
+using tpool::v1::JobRef;
+using tpool::v1::JobResult;
+
+constexpr const char* kNoMetrics = "[metrics]\nenabled = false\n";
+
+std::string host_name() {
+  char name[HOST_NAME_MAX + 1] = {};
+  EXPECT_EQ(::gethostname(name, sizeof name - 1), 0);
+  return name;
+}
+
+JobRef submit(DaemonProcess& d, const tpool::v1::JobRequest& req) {
+  grpc::ClientContext ctx;
+  JobRef ref;
+  grpc::Status s = d.jobs().Submit(&ctx, req, &ref);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return ref;
+}
+
+std::string wrong_replica_message(std::uint64_t id, const std::string& owner,
+                                  const std::string& me) {
+  return "job " + std::to_string(id) + " belongs to replica " + owner + "; this is replica " + me +
+         ": send the call to " + owner;
+}
+
+TEST(Replica, EveryRefAndResultCarriesTheReplicaId) {
+  DaemonProcess d(kNoMetrics, {"--replica-id", "tpoold-a"});
+  ASSERT_TRUE(d.started()) << d.log();
+
+  JobRef ref = submit(d, job("echo", "one"));
+  EXPECT_NE(ref.job_id(), 0u);
+  EXPECT_EQ(ref.replica(), "tpoold-a");
+
+  {  // Wait naming this replica, and Wait naming none (an older client).
+    for (const std::string& replica : {std::string("tpoold-a"), std::string()}) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      tpool::v1::WaitRequest w;
+      w.set_job_id(ref.job_id());
+      w.set_replica(replica);
+      JobResult res;
+      grpc::Status s = d.jobs().Wait(&ctx, w, &res);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(res.output(), "one");
+      EXPECT_EQ(res.replica(), "tpoold-a");
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    ASSERT_TRUE(d.jobs().Get(&ctx, ref, &st).ok());
+    EXPECT_EQ(st.job_id(), ref.job_id());
+    EXPECT_EQ(st.replica(), "tpoold-a");
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobBatch b;
+    *b.add_jobs() = job("echo", "x", 1);
+    *b.add_jobs() = job("missing", "y", 2);
+    tpool::v1::JobRefs refs;
+    ASSERT_TRUE(d.jobs().SubmitBatch(&ctx, b, &refs).ok());
+    ASSERT_EQ(refs.items_size(), 2);
+    EXPECT_EQ(refs.items(0).replica(), "tpoold-a");
+    EXPECT_EQ(refs.items(1).code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(refs.items(1).replica(), "");  // rejected: no job, no owner
+  }
+  {
+    grpc::ClientContext ctx;
+    JobResult res;
+    ASSERT_TRUE(d.jobs().Execute(&ctx, job("echo", "e"), &res).ok());
+    EXPECT_EQ(res.replica(), "tpoold-a");
+  }
+  {
+    grpc::ClientContext ctx;
+    auto stream = d.jobs().Stream(&ctx);
+    tpool::v1::JobBatch b;
+    *b.add_jobs() = job("echo", "s", 1);
+    *b.add_jobs() = job("missing", "t", 2);
+    ASSERT_TRUE(stream->Write(b));
+    stream->WritesDone();
+    std::map<std::uint64_t, JobResult> by_tag;
+    tpool::v1::ResultBatch rb;
+    while (stream->Read(&rb)) {
+      for (const auto& r : rb.results()) by_tag[r.tag()] = r;
+    }
+    ASSERT_TRUE(stream->Finish().ok());
+    ASSERT_EQ(by_tag.size(), 2u);
+    EXPECT_EQ(by_tag[1].replica(), "tpoold-a");
+    EXPECT_EQ(by_tag[2].replica(), "");
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST(Replica, ACallNamingAnotherReplicaIsFailedPreconditionNamingTheOwner) {
+  DaemonProcess d(kNoMetrics, {"--replica-id", "tpoold-a"});
+  ASSERT_TRUE(d.started()) << d.log();
+  // A job that runs until cancelled, so a wrongly routed Cancel would show.
+  JobRef ref = submit(d, job("sleep", "3600000"));
+  ASSERT_EQ(ref.replica(), "tpoold-a");
+  JobRef elsewhere = ref;
+  elsewhere.set_replica("tpoold-b");
+  const std::string want = wrong_replica_message(ref.job_id(), "tpoold-b", "tpoold-a");
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::CancelReply reply;
+    grpc::Status s = d.jobs().Cancel(&ctx, elsewhere, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    grpc::Status s = d.jobs().Get(&ctx, elsewhere, &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    tpool::v1::WaitRequest w;
+    w.set_job_id(ref.job_id());
+    w.set_replica("tpoold-b");
+    JobResult res;
+    grpc::Status s = d.jobs().Wait(&ctx, w, &res);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {  // The wrongly routed Cancel did not touch the job.
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    ASSERT_TRUE(d.jobs().Get(&ctx, ref, &st).ok());
+    EXPECT_TRUE(st.state() == tpool::v1::JOB_STATE_QUEUED ||
+                st.state() == tpool::v1::JOB_STATE_RUNNING)
+        << st.state();
+  }
+  {  // An unknown job of another replica: still the owner's, not NOT_FOUND.
+    JobRef unknown;
+    unknown.set_job_id(987654321);
+    unknown.set_replica("tpoold-c");
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    grpc::Status s = d.jobs().Get(&ctx, unknown, &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(s.error_message(), wrong_replica_message(987654321, "tpoold-c", "tpoold-a"));
+  }
+  {  // The right replica, and none, still work: cancel the job.
+    JobRef none = ref;
+    none.set_replica("");
+    grpc::ClientContext ctx;
+    tpool::v1::CancelReply reply;
+    grpc::Status s = d.jobs().Cancel(&ctx, none, &reply);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    grpc::ClientContext wctx;
+    wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    tpool::v1::WaitRequest w;
+    w.set_job_id(ref.job_id());
+    w.set_replica("tpoold-a");
+    JobResult res;
+    // The job ended CANCELLED, which Wait reports as the CANCELLED status.
+    grpc::Status ws = d.jobs().Wait(&wctx, w, &res);
+    EXPECT_EQ(ws.error_code(), grpc::StatusCode::CANCELLED) << ws.error_message();
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST(Replica, TheDefaultIsTheHostNameAndTheFlagOverridesTheConfigKey) {
+  {
+    DaemonProcess d(kNoMetrics);
+    ASSERT_TRUE(d.started()) << d.log();
+    EXPECT_EQ(submit(d, job("echo", "h")).replica(), host_name());
+    EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+  }
+  {
+    DaemonProcess d(std::string("[server]\nreplica_id = \"from-file\"\n") + kNoMetrics);
+    ASSERT_TRUE(d.started()) << d.log();
+    EXPECT_EQ(submit(d, job("echo", "f")).replica(), "from-file");
+    EXPECT_NE(d.log().find("replica from-file"), std::string::npos) << d.log();
+    EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+  }
+  {
+    DaemonProcess d(std::string("[server]\nreplica_id = \"from-file\"\n") + kNoMetrics,
+                    {"--replica-id", "from-flag"});
+    ASSERT_TRUE(d.started()) << d.log();
+    EXPECT_EQ(submit(d, job("echo", "g")).replica(), "from-flag");
+    EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+  }
+  {  // A replica id travels in messages: a space is refused at start-up.
+    DaemonProcess d(kNoMetrics, {"--replica-id", "two words"});
+    EXPECT_FALSE(d.started());
+    auto rc = d.wait_exit(std::chrono::seconds(30));
+    ASSERT_TRUE(rc.has_value()) << d.log();
+    EXPECT_NE(*rc, 0);
+    EXPECT_NE(d.log().find("server.replica_id = 'two words'"), std::string::npos) << d.log();
+  }
+}
+
+}  // namespace
+}  // namespace tpool::testing

@@ -223,6 +223,27 @@ TEST_P(PoolGrid, NestedFanOutFromTasks) {
   EXPECT_EQ(st.live_descriptors, 0u);
 }
 
+// Workers that submit under Backpressure::kBlock into a pool with far fewer
+// descriptors than the tree has nodes: a worker waiting for a descriptor must
+// run queued work (its own LIFO slot and queue) instead of sleeping, or every
+// worker ends up waiting on descriptors only their queued children would free.
+TEST_P(PoolGrid, NestedFanOutThroughATinyPoolDoesNotDeadlock) {
+  Config c = cfg();
+  c.queue_capacity = 8;
+  c.backpressure = Backpressure::kBlock;
+  TPOOL_CREATE_OR_SKIP(pool_, c);
+  std::atomic<std::uint64_t> nodes{0};
+  WaitGroup wg;
+  SubmitOptions o;
+  o.wait_group = &wg;
+  constexpr int kDepth = 8;
+  ASSERT_TRUE(pool_->submit({&Tree::run, new Tree{pool_.get(), &wg, &nodes, kDepth}}, o).ok());
+  ASSERT_TRUE(wg.wait(kBound)) << "nested submits under backpressure deadlocked";
+  EXPECT_EQ(nodes.load(), (std::uint64_t{1} << (kDepth + 1)) - 1);
+  ASSERT_TRUE(pool_->shutdown(ShutdownMode::kDrain, kBound).ok());
+  EXPECT_EQ(pool_->stats().live_descriptors, 0u);
+}
+
 TEST_P(PoolGrid, RegisteredSubmitterQueueIsStolenByWorkers) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
   constexpr std::size_t kTasks = 100;

@@ -70,7 +70,8 @@ void Pool::Impl::release_desc(std::uint32_t idx) {
   // seq_cst pairs with the waiter's increment of free_waiters before it
   // re-checks the ring (store-buffering: one of us sees the other).
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (free_waiters.load(std::memory_order_relaxed) != 0) {
+  if (free_waiters.load(std::memory_order_relaxed) != 0 &&
+      free_ring.size_approx() >= wake_free_batch) {
     std::lock_guard lk(free_mu);
     free_cv.notify_all();
   }
@@ -188,22 +189,34 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
         ctr.bump(ctr.rejected_full, ts.size() - done);
         break;
       }
-      // Block for a free descriptor. free_waiters makes releases bypass the
-      // DescCaches and notify us; the fence pairs with release_desc's.
       if (timed && deadline == std::chrono::steady_clock::time_point{}) {
         deadline = std::chrono::steady_clock::now() + timeout;
       }
+      if (w != nullptr && accepting.load(std::memory_order_acquire)) {
+        // A worker must not sleep on a descriptor that only work queued
+        // behind it (its LIFO slot, its local queue) would free: if every
+        // worker did, the pool would deadlock. Run something, then retry.
+        const detail::Entry e = next_task(w);
+        if (e != detail::kNoEntry) {
+          run_task(w, e);
+          if (!timed || std::chrono::steady_clock::now() < deadline) continue;
+        }
+      }
+      // Block for a free descriptor. free_waiters makes releases bypass the
+      // DescCaches and notify us; the fence pairs with release_desc's.
       free_waiters.fetch_add(1, std::memory_order_seq_cst);
       {
         std::unique_lock lk(free_mu);
         for (;;) {
           if (!accepting.load(std::memory_order_acquire)) break;
           if (free_ring.size_approx() > 0) break;
-          if (!timed) {
-            free_cv.wait(lk);
-          } else if (free_cv.wait_until(lk, deadline) == std::cv_status::timeout) {
-            break;
-          }
+          // Rounds of at most 1 ms (picked by hand): releases notify only
+          // once wake_free_batch descriptors are free, so a round bounds how
+          // long fewer than that can go unnoticed, and a worker goes back to
+          // helping (above).
+          auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+          if (timed) until = std::min(until, deadline);
+          if (free_cv.wait_until(lk, until) == std::cv_status::timeout) break;
         }
       }
       free_waiters.fetch_sub(1, std::memory_order_relaxed);

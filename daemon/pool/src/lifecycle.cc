@@ -520,6 +520,7 @@ PoolStats Pool::stats() const {
     st.parks += r(c.parks);
     st.wakeups_no_work += r(c.wakeups_no_work);
     st.local_overflows += r(c.local_overflows);
+    st.inline_runs += r(c.inline_runs);
     acquired += r(c.acquired);
     released += r(c.released);
     for (std::size_t l = 0; l < kLaneCount; ++l) st.lanes[l].completed += r(c.lane_completed[l]);

@@ -112,6 +112,7 @@ struct alignas(kCacheLine) Counters {
   std::atomic<std::uint64_t> rejected_full{0}, rejected_shutdown{0}, rejected_timeout{0};
   std::atomic<std::uint64_t> steal_ops{0}, steal_tasks{0}, parks{0}, wakeups_no_work{0};
   std::atomic<std::uint64_t> local_overflows{0};
+  std::atomic<std::uint64_t> inline_runs{0};  // caller-runs under backpressure
   std::atomic<std::uint64_t> lane_completed[kLaneCount]{};
   bool shared = false;
 
@@ -266,6 +267,7 @@ struct Pool::Impl {
                std::size_t& got);
   void release_desc(std::uint32_t idx);
   void enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
+  void run_inline(detail::Worker* w, const Task& t, const SubmitOptions& o, Lane lane);
   void notify(Lane lane, std::uint32_t* tick, bool fenced = false);
   bool wake_one(Lane lane);
   Lane route(Lane requested) const noexcept;

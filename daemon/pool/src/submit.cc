@@ -200,6 +200,14 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
         if (e != detail::kNoEntry) {
           run_task(w, e);
           if (!timed || std::chrono::steady_clock::now() < deadline) continue;
+        } else if (!o.waitable) {
+          // Nothing to run and no descriptor: every descriptor is held by a
+          // task that is running (perhaps nested in this very stack) and may
+          // itself be waiting to submit. Run the new task here, inline
+          // (caller-runs), so the pool always makes progress.
+          run_inline(w, ts[done], o, lane);
+          ++done;
+          continue;
         }
       }
       // Block for a free descriptor. free_waiters makes releases bypass the
@@ -266,6 +274,38 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
   if (done < ts.size()) unaccept(ts.size() - done);
   if (done == 0) return failure;
   return done;
+}
+
+// Caller-runs: a task a worker could not queue runs on that worker now, with
+// the same accounting as a queued task (it was counted accepted; it ends
+// completed, failed or cancelled) and a stand-in descriptor so this_task
+// answers for it.
+void Pool::Impl::run_inline(Worker* w, const Task& t, const SubmitOptions& o, Lane lane) {
+  detail::Counters& ctr = w->counters;
+  ctr.bump(ctr.submitted);
+  ctr.bump(ctr.inline_runs);
+  if (o.wait_group != nullptr) o.wait_group->add(1);
+  if (o.cancel != nullptr && o.cancel->is_cancelled()) {
+    if (o.on_cancel != nullptr) o.on_cancel(t.ctx);
+    ctr.bump(ctr.cancelled);
+  } else {
+    Descriptor stand_in;
+    stand_in.fn = t.fn;
+    stand_in.ctx = t.ctx;
+    stand_in.cancel = o.cancel;
+    stand_in.lane = lane;
+    Descriptor* const outer = tls.current;
+    tls.current = &stand_in;
+    try {
+      t.fn(t.ctx);
+      ctr.bump(ctr.completed);
+    } catch (...) {
+      ctr.bump(ctr.failed);
+    }
+    tls.current = outer;
+    ctr.bump(ctr.lane_completed[static_cast<std::size_t>(lane)]);
+  }
+  if (o.wait_group != nullptr) o.wait_group->done();
 }
 
 // Put one entry on the best queue for the calling thread (the seed's

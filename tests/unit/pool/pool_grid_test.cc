@@ -224,9 +224,11 @@ TEST_P(PoolGrid, NestedFanOutFromTasks) {
 }
 
 // Workers that submit under Backpressure::kBlock into a pool with far fewer
-// descriptors than the tree has nodes: a worker waiting for a descriptor must
-// run queued work (its own LIFO slot and queue) instead of sleeping, or every
-// worker ends up waiting on descriptors only their queued children would free.
+// descriptors than the tree has nodes: a worker short of a descriptor runs
+// queued work, and with nothing to run (every descriptor held by a running
+// task, perhaps nested in its own stack) runs the new task itself
+// (caller-runs). Without both, every worker ends up waiting on descriptors
+// that only their own queued or nested tasks would free.
 TEST_P(PoolGrid, NestedFanOutThroughATinyPoolDoesNotDeadlock) {
   Config c = cfg();
   c.queue_capacity = 8;

@@ -190,6 +190,9 @@ struct PoolStats {
   std::uint64_t parks = 0;
   std::uint64_t wakeups_no_work = 0;  // a woken worker found nothing
   std::uint64_t local_overflows = 0;  // owner's local queue full: fell back
+  // A worker's submit found no descriptor and nothing to run: it ran the
+  // task itself (caller-runs), so nested submits never deadlock.
+  std::uint64_t inline_runs = 0;
   std::uint64_t inject_depth = 0;
   std::uint64_t local_depth_sum = 0;
   std::uint64_t local_depth_max = 0;

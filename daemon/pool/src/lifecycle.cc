@@ -389,12 +389,14 @@ Status Pool::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout) {
   }
   p.free_cv.notify_all();
   if (mode == ShutdownMode::kCancelPending) {
-    // CAS queued -> cancelled for every queued descriptor (the seed's
-    // cancelQueuedTasks); their queue entries go stale (inv 2).
+    // Claim every queued descriptor (the seed's cancelQueuedTasks) and end it
+    // cancelled; their queue entries go stale (inv 2). Claimed, not straight
+    // to cancelled: a terminal state would let wait() free the descriptor
+    // while on_cancel and finish() still use it (inv 1).
     for (std::uint32_t i = 0; i < p.cfg.queue_capacity; ++i) {
       Descriptor& d = p.descs[i];
       DescState expect = DescState::kQueued;
-      if (d.state.compare_exchange_strong(expect, DescState::kCancelled,
+      if (d.state.compare_exchange_strong(expect, DescState::kClaimed,
                                           std::memory_order_acq_rel)) {
         if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
         p.finish(nullptr, i, DescState::kCancelled);

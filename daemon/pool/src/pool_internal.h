@@ -1,13 +1,21 @@
 // Internal state of tpool::Pool, shared by the pool's translation units.
 //
 // Thread safety and invariants (cited as "inv N" in the .cc files):
-//   (1) Descriptor states: free -> reserved -> queued -> running ->
-//       {completed, failed} -> free, and queued -> cancelled -> free. Every
-//       transition out of queued and every release to free is a CAS, so two
-//       threads can never both run, cancel or free one descriptor.
+//   (1) Descriptor states: free -> reserved -> queued -> claimed ->
+//       {completed, failed, cancelled} -> free. Every transition out of
+//       queued (to claimed) and every release to free is a CAS, so two
+//       threads can never both run, cancel or free one descriptor. The one
+//       thread that claims a descriptor either runs it or cancels it, and
+//       only then publishes a terminal state: a terminal state means nobody
+//       touches the descriptor's fields any more, so wait()/detach() may free
+//       it. (A claim straight to `cancelled` once let wait() free and recycle
+//       a descriptor whose on_cancel and finish() were still to run.)
 //   (2) A queue entry is {generation, index}. A descriptor's generation is
 //       bumped when it is freed, so an entry that outlived its descriptor
 //       (cancelled by shutdown, or waited and recycled) is stale and dropped.
+//       The generation check is a filter, not a lock: a descriptor may be
+//       freed and recycled between a worker's check and its claim, and the
+//       claim then owns (and runs) the newer task, whose own entry is dropped.
 //   (3) Only the owning worker touches its LIFO slot, pushes to or pops its
 //       local queue, and uses its DescCache; only the registering thread does
 //       so for a submitter slot. Other threads only steal.
@@ -82,7 +90,7 @@ enum class DescState : std::uint32_t {
   kFree,       // in the free ring or a DescCache
   kReserved,   // held by a submitter filling it in
   kQueued,     // its entry is in a LIFO slot, a local/submitter queue or an inject ring
-  kRunning,    // a worker is calling fn
+  kClaimed,    // one thread runs fn or cancels it (on_cancel); not terminal
   kCompleted,  // waitable, fn returned: kept until wait() or detach()
   kFailed,     // waitable, fn threw: kept until wait() or detach()
   kCancelled,  // waitable, cancelled before start: kept until wait() or detach()

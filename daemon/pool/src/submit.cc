@@ -81,9 +81,9 @@ void Pool::Impl::release_desc(std::uint32_t idx) {
 // shutdown one (inv 5: count as accepted ... fence ... read `accepting`) and
 // the wake one (inv 6: publish work ... fence ... read sleep states). If it
 // then finds the pool shutting down, it takes its task back by CAS (queued ->
-// cancelled) and reports Shutdown; if a worker already started the task, the
-// task was accepted after all. Cache misses and backpressure go to
-// submit_many.
+// claimed, then ended cancelled) and reports Shutdown; if a worker already
+// claimed the task, the task was accepted after all. Cache misses and
+// backpressure go to submit_many.
 Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   if (t.fn == nullptr)
     return Status::InvalidArgument("the task's fn is null; pass a function to run");
@@ -120,7 +120,7 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!accepting.load(std::memory_order_relaxed)) {
     DescState expect = DescState::kQueued;
-    if (d.state.compare_exchange_strong(expect, DescState::kCancelled, std::memory_order_acq_rel)) {
+    if (d.state.compare_exchange_strong(expect, DescState::kClaimed, std::memory_order_acq_rel)) {
       // Ours again: end it without on_cancel (the caller hears Shutdown).
       // It was on a queue, so it counts as submitted and cancelled (keeping
       // submitted == completed + failed + cancelled) as well as rejected; and

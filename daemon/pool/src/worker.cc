@@ -148,18 +148,25 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   // (inv 2) Drop a stale entry. Acquire pairs with the release of the
   // generation bump in finish()/wait(); a stale gen means the entry's task
   // already ended.
-  if (d.generation.load(std::memory_order_acquire) != detail::entry_gen(e)) return;
+  const std::uint32_t gen = detail::entry_gen(e);
+  if (d.generation.load(std::memory_order_acquire) != gen) return;
+  // (inv 1) Claim it: queued -> claimed. Losing means the shutdown scan or
+  // the submitter's shutdown take-back claimed it. Acquire pairs with the
+  // submitter's release store of `queued`: the fields are visible from here.
   DescState expect = DescState::kQueued;
-  if (d.cancel != nullptr && d.cancel->is_cancelled()) {
-    // (inv 1) queued -> cancelled, racing only the shutdown scan.
-    if (d.state.compare_exchange_strong(expect, DescState::kCancelled, std::memory_order_acq_rel)) {
-      if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
-      finish(w, idx, DescState::kCancelled);
-    }
+  if (!d.state.compare_exchange_strong(expect, DescState::kClaimed, std::memory_order_acq_rel)) {
     return;
   }
-  // (inv 1) queued -> running; losing means the shutdown scan cancelled it.
-  if (!d.state.compare_exchange_strong(expect, DescState::kRunning, std::memory_order_acq_rel)) {
+  // (inv 2) Between the check above and the claim, the descriptor may have
+  // been freed and recycled, so the claim may have taken a newer task than
+  // the entry's. That is fine: the claim owns whichever task is queued in
+  // the descriptor (its fields are visible through the claim's acquire), so
+  // this worker runs it, and that task's own entry finds it claimed or
+  // stale and is dropped. Giving it back instead could lose it: its own
+  // entry may already have been dropped while we held the claim.
+  if (d.cancel != nullptr && d.cancel->is_cancelled()) {
+    if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
+    finish(w, idx, DescState::kCancelled);
     return;
   }
   const auto l = static_cast<std::size_t>(d.lane);

@@ -161,8 +161,18 @@ std::string run_sequence(std::uint64_t seed) {
   const Config cfg = random_config(rng, clock, log);
   auto created = Pool::create(cfg);
   if (!created.ok()) return log.str() + "create: " + created.status().to_string();
-  std::unique_ptr<Pool> pool = std::move(created.value());
+  // The records outlive the pool: on every return, early ones included, the
+  // gates open and the pool (its workers joined) goes before the records.
   Fuzz fz;
+  std::unique_ptr<Pool> pool = std::move(created.value());
+  struct Teardown {
+    Fuzz& fz;
+    std::unique_ptr<Pool>& pool;
+    ~Teardown() {
+      for (Event& g : fz.gates) g.open();
+      pool.reset();
+    }
+  } teardown{fz, pool};
   fz.gates.emplace_back();
   for (int i = 0; i < 4; ++i) fz.tokens.emplace_back();
 

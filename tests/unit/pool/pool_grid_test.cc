@@ -506,6 +506,43 @@ TEST_P(PoolGrid, PassedDeadlineCancels) {
   EXPECT_FALSE(later.is_cancelled());
 }
 
+// Regression (found by the fuzz harness under TSan): a cancelled task's
+// descriptor is not terminal, so wait() cannot free and recycle it, until its
+// on_cancel has returned. A worker used to CAS queued -> cancelled and then
+// call on_cancel, so a concurrent wait() freed the descriptor under it.
+TEST_P(PoolGrid, WaitIsNotAnsweredWhileOnCancelRuns) {
+  TPOOL_CREATE_OR_SKIP(pool_, cfg());
+  struct Ctx {
+    Event entered;
+    Event release;
+    int ran = 0;
+  } ctx;
+  CancelToken tok;
+  tok.cancel();
+  SubmitOptions o;
+  o.waitable = true;
+  o.cancel = &tok;
+  o.on_cancel = [](void* c) {
+    auto* x = static_cast<Ctx*>(c);
+    x->entered.open();
+    ASSERT_TRUE(x->release.wait_for());
+  };
+  auto h = pool_->submit({[](void* c) { ++static_cast<Ctx*>(c)->ran; }, &ctx}, o);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  ASSERT_TRUE(ctx.entered.wait_for());
+  // on_cancel is running: the task has not ended yet.
+  auto early = pool_->wait(h.value(), 0ns);
+  EXPECT_EQ(early.status().code(), StatusCode::kTimeout) << early.status().to_string();
+  pool_->detach(h.value());  // detach must not free it under on_cancel either
+  EXPECT_EQ(pool_->stats().live_descriptors, 1u);
+  ctx.release.open();
+  ASSERT_TRUE(pool_->shutdown(ShutdownMode::kDrain, kBound).ok());
+  EXPECT_EQ(ctx.ran, 0);
+  const PoolStats st = pool_->stats();
+  EXPECT_EQ(st.cancelled, 1u);
+  EXPECT_EQ(st.live_descriptors, 0u);  // the worker freed it, detached, once
+}
+
 TEST_P(PoolGrid, RunningTaskReadsItsCancellation) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
   CancelToken tok;

@@ -396,8 +396,7 @@ Status Pool::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout) {
     for (std::uint32_t i = 0; i < p.cfg.queue_capacity; ++i) {
       Descriptor& d = p.descs[i];
       DescState expect = DescState::kQueued;
-      if (d.state.compare_exchange_strong(expect, DescState::kClaimed,
-                                          std::memory_order_acq_rel)) {
+      if (d.state.compare_exchange_strong(expect, DescState::kClaimed, std::memory_order_acq_rel)) {
         if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
         p.finish(nullptr, i, DescState::kCancelled);
       }

@@ -110,6 +110,12 @@ def main():
     ctr_args = ctr.get("args", [])
     c.check(ctr_args[:2] == ["--config", facts.config_path],
             f"the container's args {ctr_args} do not pass --config {facts.config_path}")
+    # Every $(VAR) in args must be an env var of the container, or Kubernetes
+    # passes the text through unexpanded.
+    env_names = {e.get("name") for e in ctr.get("env", [])}
+    for a in ctr_args:
+        for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", a):
+            c.check(var in env_names, f"the container's args use $({var}) but its env has no {var}")
     for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
         probe = ctr.get(probe_name, {})
         port = probe.get("grpc", {}).get("port")

@@ -18,7 +18,9 @@ help:
 	@echo "make run           build (release) and start tpoold with the example plugins"
 	@echo "make test          install deps, build, run every test (unit, stress, model, integration),"
 	@echo "                   check formatting, and run the pool's tests under ThreadSanitizer"
-	@echo "make bench         build and run the benchmarks against the peers"
+	@echo "make bench         build and run the benchmarks against the peers (bench_*, then"
+	@echo "                   tpoold against gearmand: bench/peers/run.sh); make bench-report"
+	@echo "                   turns the peers' results into docs/benchmarks.md's table and plot"
 	@echo "make tsan | asan   build and test under ThreadSanitizer | Address+UB sanitizers"
 	@echo "make format | format-check | tidy | package | clean"
 
@@ -59,6 +61,7 @@ bench: deps
 	$(CMAKE) --preset bench
 	$(CMAKE) --build --preset bench -j $(JOBS)
 	scripts/run-benchmarks.sh
+	bench/peers/run.sh build/bench
 
 bench-report:
 	scripts/bench-report.sh

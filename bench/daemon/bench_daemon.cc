@@ -5,9 +5,14 @@
 // re-executed with --serve-raw, raw_echo.cc) and tpoold with the example
 // plugins. Every case sends the same JobService messages with an 8-byte
 // payload to the `echo` handler (or to the raw echo's equivalent):
-//   Unary/<server>/<in flight>      Execute, 1 or 64 calls outstanding
+//   Unary/<server>/<in flight>      Execute, 1, 64 or 1000 calls outstanding
 //   Stream/<server>/<jobs per msg>  one bidi call, 1, 100 or 1000 jobs per message
 //   SubmitBatch/tpoold/1000         1000 Submits per call (results retained)
+// --benchmark_filter selects cases. TPOOL_BENCH_TPOOLD_PREFIX (environment)
+// runs tpoold under a wrapper, split at spaces, e.g.
+// "/usr/bin/valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out";
+// TPOOL_BENCH_TPOOLD names another tpoold binary (an older build, to compare
+// two builds in one run of the same client).
 // Counters: items_per_second (jobs/s), p50_us/p99_us (per job: call latency
 // for unary, write-to-result for streams).
 #include <benchmark/benchmark.h>
@@ -21,8 +26,10 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "raw_echo.h"
@@ -48,7 +55,7 @@ class Server {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    auto deadline = Clock::now() + std::chrono::seconds(30);
+    auto deadline = Clock::now() + std::chrono::seconds(120);  // valgrind starts slowly
     int port = 0;
     while (Clock::now() < deadline && port == 0) {
       std::ifstream(port_file_) >> port;
@@ -201,16 +208,24 @@ void SubmitBatch(benchmark::State& state) {
   tpool::v1::JobBatch b;
   for (int i = 0; i < per_msg; ++i) *b.add_jobs() = request(static_cast<std::uint64_t>(i));
   std::vector<double> lat;
-  std::uint64_t jobs = 0;
+  std::uint64_t jobs = 0, refused = 0;
   for (auto _ : state) {
     grpc::ClientContext ctx;
     tpool::v1::JobRefs refs;
     auto start = Clock::now();
     if (!s.stub().SubmitBatch(&ctx, b, &refs).ok()) state.SkipWithError("SubmitBatch failed");
     lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    jobs += static_cast<std::uint64_t>(per_msg);
+    // Only accepted items count (an item refused for room has a code).
+    for (const auto& item : refs.items()) {
+      if (item.code() == 0) {
+        ++jobs;
+      } else {
+        ++refused;
+      }
+    }
   }
   report(state, lat, jobs);
+  state.counters["refused"] = static_cast<double>(refused);
 }
 
 }  // namespace
@@ -226,13 +241,24 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   raw = std::make_unique<Server>(
       std::vector<std::string>{self_exe, "--serve-raw", dir + "/raw.port"}, dir + "/raw.port");
-  tpoold = std::make_unique<Server>(
-      std::vector<std::string>{TPOOLD_BIN, "--listen", "127.0.0.1:0", "--port-file",
-                               dir + "/tpoold.port", "--plugin-dir", TPOOL_PLUGIN_DIR,
-                               "--log-level", "warn", "--metrics-listen", "127.0.0.1:0"},
-      dir + "/tpoold.port");
+  std::vector<std::string> tpoold_args;
+  if (const char* prefix = std::getenv("TPOOL_BENCH_TPOOLD_PREFIX")) {
+    std::istringstream words(prefix);
+    for (std::string w; words >> w;) tpoold_args.push_back(w);
+  }
+  const char* bin = std::getenv("TPOOL_BENCH_TPOOLD");
+  tpoold_args.emplace_back(bin != nullptr ? bin : TPOOLD_BIN);
+  for (const char* a : {"--listen", "127.0.0.1:0", "--port-file"}) {
+    tpoold_args.emplace_back(a);
+  }
+  tpoold_args.push_back(dir + "/tpoold.port");
+  for (const char* a : {"--plugin-dir", TPOOL_PLUGIN_DIR, "--log-level", "warn", "--metrics-listen",
+                        "127.0.0.1:0"}) {
+    tpoold_args.emplace_back(a);
+  }
+  tpoold = std::make_unique<Server>(std::move(tpoold_args), dir + "/tpoold.port");
   for (int s : {0, 1}) {
-    for (int k : {1, 64}) {
+    for (int k : {1, 64, 1000}) {
       benchmark::RegisterBenchmark(
           ("Unary/" + std::string(kNames[s]) + "/" + std::to_string(k)).c_str(), Unary)
           ->Args({s, k})

@@ -169,69 +169,112 @@ std::optional<Error> Engine::validate(const JobSpec& spec) const {
   return std::nullopt;
 }
 
-Expected<Engine::Submitted> Engine::submit(JobSpec spec, DoneFn done, void* user,
-                                           const std::atomic<bool>* group_cancel) {
-  auto fail = [](std::atomic<std::uint64_t>& counter, Error e) {
-    counter.fetch_add(1, std::memory_order_relaxed);
-    return Expected<Submitted>{nullptr, std::move(e)};
-  };
-  if (draining()) {
-    return fail(rejected_draining_,
-                {ErrorCode::kUnavailable,
-                 "tpoold is draining and accepts no new jobs; send the job to another instance "
-                 "or retry after the restart"});
+namespace {
+
+Engine::SubmitResult rejected(std::atomic<std::uint64_t>& counter, Error e) {
+  counter.fetch_add(1, std::memory_order_relaxed);
+  return {{}, std::move(e)};
+}
+
+}  // namespace
+
+Error Engine::draining_error() {
+  return {ErrorCode::kUnavailable,
+          "tpoold is draining and accepts no new jobs; send the job to another instance or retry "
+          "after the restart"};
+}
+
+Error Engine::unknown_handler_error(const std::string& name) {
+  return {ErrorCode::kNotFound, "no handler named '" + name.substr(0, 128) +
+                                    "' is loaded; ListHandlers lists the loaded ones"};
+}
+
+Error Engine::inflight_error() const {
+  return {ErrorCode::kExhausted,
+          std::to_string(limits_.max_inflight_jobs) +
+              " jobs are in flight (server.max_inflight_jobs); retry after the hinted delay or "
+              "raise the limit",
+          std::chrono::milliseconds(50)};
+}
+
+Error Engine::pool_refused(const Status& st) {
+  if (st.code() == StatusCode::kShutdown) {
+    rejected_draining_.fetch_add(1, std::memory_order_relaxed);
+    return {ErrorCode::kUnavailable,
+            "tpoold is shutting down and accepts no new jobs; retry against another instance or "
+            "after the restart"};
   }
-  if (auto err = validate(spec)) return fail(rejected_invalid_, std::move(*err));
-  plugin_host::HandlerRef handler = host_.find(spec.handler);
-  if (!handler) {
-    return fail(rejected_not_found_,
-                {ErrorCode::kNotFound, "no handler named '" + spec.handler.substr(0, 128) +
-                                           "' is loaded; ListHandlers lists the loaded ones"});
+  if (st.code() == StatusCode::kInvalidArgument) {  // e.g. a lane this pool lacks
+    rejected_invalid_.fetch_add(1, std::memory_order_relaxed);
+    return {ErrorCode::kInvalidArgument, "the pool refused the job: " + st.message()};
   }
-  Lane lane = spec.lane == LaneChoice::kHandlerHint ? handler.lane()
-              : spec.lane == LaneChoice::kBlocking  ? Lane::kBlocking
-                                                    : Lane::kDefault;
-  const std::size_t hash = std::hash<std::string_view>{}(spec.payload);
+  rejected_full_.fetch_add(1, std::memory_order_relaxed);
+  return {ErrorCode::kExhausted,
+          "the pool has no free task slot (" + st.message() + "); retry after the hinted delay",
+          std::chrono::milliseconds(50)};
+}
+
+Lane Engine::lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexcept {
+  return c == LaneChoice::kHandlerHint ? handler.lane()
+         : c == LaneChoice::kBlocking  ? Lane::kBlocking
+                                       : Lane::kDefault;
+}
+
+std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
+                                      HandlerCounters& counters,
+                                      const std::atomic<bool>* group_cancel, DoneFn done,
+                                      void* user) {
+  const std::size_t hash =
+      spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
   const bool retain = spec.retain || !spec.idempotency_key.empty();
+  std::uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  auto job =
+      std::make_shared<Job>(*this, id, std::move(spec), std::move(handler), lane, group_cancel);
+  job->payload_hash_ = hash;
+  job->counters_ = &counters;
+  job->retained_ = retain;
+  if (done != nullptr) job->first_waiter_ = {done, user};  // not shared yet
+  return job;
+}
+
+Engine::SubmitResult Engine::submit(JobSpec spec, DoneFn done, void* user,
+                                    const std::atomic<bool>* group_cancel) {
+  if (draining()) return rejected(rejected_draining_, draining_error());
+  if (auto err = validate(spec)) return rejected(rejected_invalid_, std::move(*err));
+  plugin_host::HandlerRef handler = host_.find(spec.handler);
+  if (!handler) return rejected(rejected_not_found_, unknown_handler_error(spec.handler));
+  const Lane lane = lane_of(spec.lane, handler);
 
   std::unique_lock store_lock(store_mu_, std::defer_lock);
   if (!spec.idempotency_key.empty()) {
+    const std::size_t hash = std::hash<std::string_view>{}(spec.payload);
     store_lock.lock();  // (E2) held until the new job and its key are in the store
     if (auto k = keys_.find(spec.idempotency_key); k != keys_.end()) {
       std::shared_ptr<Job> first = retained_.at(k->second);
       if (first->spec_.handler != spec.handler || first->payload_hash_ != hash) {
-        return fail(rejected_conflict_,
-                    {ErrorCode::kFailedPrecondition,
-                     "idempotency key '" + spec.idempotency_key.substr(0, 64) +
-                         "' was already used by job " + std::to_string(first->id()) +
-                         " with a different handler or payload; use a new key"});
+        return rejected(rejected_conflict_,
+                        {ErrorCode::kFailedPrecondition,
+                         "idempotency key '" + spec.idempotency_key.substr(0, 64) +
+                             "' was already used by job " + std::to_string(first->id()) +
+                             " with a different handler or payload; use a new key"});
       }
       deduplicated_.fetch_add(1, std::memory_order_relaxed);
       bool notify = done != nullptr && first->add_waiter(done, user);
-      return {std::make_shared<Submitted>(Submitted{std::move(first), true, notify}), std::nullopt};
+      return {Submitted{std::move(first), true, notify}, std::nullopt};
     }
   }
 
   // (E1) admit: reserve an in-flight slot before submitting.
   if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_inflight_jobs) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    return fail(rejected_full_,
-                {ErrorCode::kExhausted,
-                 std::to_string(limits_.max_inflight_jobs) +
-                     " jobs are in flight (server.max_inflight_jobs); retry after the hinted "
-                     "delay or raise the limit",
-                 std::chrono::milliseconds(50)});
+    return rejected(rejected_full_, inflight_error());
   }
 
-  std::uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  std::string handler_name = spec.handler;
-  auto job =
-      std::make_shared<Job>(*this, id, std::move(spec), std::move(handler), lane, group_cancel);
-  job->payload_hash_ = hash;
-  job->counters_ = &counters_for(handler_name);
-  job->retained_ = retain;
-  if (done != nullptr) job->waiters_.emplace_back(done, user);  // not shared yet
-  HandlerCounters& hc = *job->counters_;
+  HandlerCounters& hc = counters_for(spec.handler);
+  std::shared_ptr<Job> job =
+      make_job(std::move(spec), std::move(handler), lane, hc, group_cancel, done, user);
+  const std::uint64_t id = job->id();
+  const bool retain = job->retained_;
   if (retain) {
     if (!store_lock.owns_lock()) store_lock.lock();
     retained_.emplace(id, job);
@@ -247,29 +290,139 @@ Expected<Engine::Submitted> Engine::submit(JobSpec spec, DoneFn done, void* user
   Result<TaskHandle> r = pool_.submit(Task{&JobTask::run, job.get()}, opts);
   if (!r.ok()) {
     job->self_.reset();
-    if (retain) {
-      retained_.erase(id);
-      if (!job->spec_.idempotency_key.empty()) keys_.erase(job->spec_.idempotency_key);
-      retained_count_.store(retained_.size(), std::memory_order_relaxed);
-    }
+    if (retain) unretain_locked(*job);
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    if (r.status().code() == StatusCode::kShutdown) {
-      return fail(rejected_draining_, {ErrorCode::kUnavailable,
-                                       "tpoold is shutting down and accepts no new jobs; retry "
-                                       "against another instance or after the restart"});
-    }
-    if (r.status().code() == StatusCode::kInvalidArgument) {  // e.g. a lane this pool lacks
-      return fail(rejected_invalid_, {ErrorCode::kInvalidArgument,
-                                      "the pool refused the job: " + r.status().message()});
-    }
-    return fail(rejected_full_, {ErrorCode::kExhausted,
-                                 "the pool has no free task slot (" + r.status().message() +
-                                     "); retry after the hinted delay",
-                                 std::chrono::milliseconds(50)});
+    return {{}, pool_refused(r.status())};
   }
   hc.submitted.fetch_add(1, std::memory_order_relaxed);
-  return {std::make_shared<Submitted>(Submitted{std::move(job), false, done != nullptr}),
-          std::nullopt};
+  return {Submitted{std::move(job), false, done != nullptr}, std::nullopt};
+}
+
+void Engine::unretain_locked(const Job& job) {
+  retained_.erase(job.id());
+  if (!job.spec_.idempotency_key.empty()) keys_.erase(job.spec_.idempotency_key);
+  retained_count_.store(retained_.size(), std::memory_order_relaxed);
+}
+
+std::size_t Engine::submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
+                                 const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
+                                 bool stop_when_full) {
+  // Jobs built and admitted but not yet handed to the pool: one run of one
+  // lane, submitted together by flush().
+  std::vector<std::shared_ptr<Job>> run;
+  std::vector<std::size_t> run_index;  // their items
+  std::vector<Task> tasks;
+  run.reserve(specs.size());
+  run_index.reserve(specs.size());
+  tasks.reserve(specs.size());
+  Lane run_lane = Lane::kDefault;
+  std::size_t stop = specs.size();  // the first item refused for room, when stop_when_full
+
+  // One handler lookup per distinct name in a row (a batch usually names one).
+  const std::string* cached_name = nullptr;
+  plugin_host::HandlerRef cached;
+  HandlerCounters* cached_counters = nullptr;
+
+  auto flush = [&] {
+    if (run.empty()) return;
+    bool any_retained = false;
+    for (const auto& j : run) any_retained |= j->retained_;
+    std::unique_lock store_lock(store_mu_, std::defer_lock);
+    if (any_retained) {
+      store_lock.lock();  // (E2) once per run, not per job
+      for (const auto& j : run) {
+        if (j->retained_) retained_.emplace(j->id(), j);
+      }
+      retained_count_.store(retained_.size(), std::memory_order_relaxed);
+    }
+    for (auto& j : run) {
+      j->self_ = j;  // (inv 4) the task's reference
+      tasks.push_back(Task{&JobTask::run, j.get()});
+    }
+    // No per-task CancelToken: one batch shares one SubmitOptions. A job's
+    // own token (cancel, deadline) is checked by JobTask when it starts, and
+    // Job::cancel ends a queued job at once; on_cancel still reports a task
+    // the pool drops at shutdown.
+    SubmitOptions opts;
+    opts.on_cancel = &JobTask::cancelled;
+    opts.lane = run_lane;
+    Result<std::size_t> r = pool_.submit_batch(tasks, opts);
+    const std::size_t accepted = r.ok() ? r.value() : 0;
+    const Status why = r.ok() ? Status::Full("the pool took only part of the batch") : r.status();
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      std::shared_ptr<Job>& j = run[k];
+      SubmitResult& o = out[run_index[k]];
+      if (k < accepted) {
+        j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
+        o = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
+        continue;
+      }
+      j->self_.reset();
+      if (j->retained_) unretain_locked(*j);
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      Error refusal = pool_refused(why);
+      if (stop_when_full && refusal.code == ErrorCode::kExhausted) {
+        specs[run_index[k]] = std::move(j->spec_);  // intact for the retry
+        stop = std::min(stop, run_index[k]);
+        if (run_index[k] == stop) o = {{}, refusal};
+      } else {
+        o = {{}, refusal};
+      }
+    }
+    run.clear();
+    run_index.clear();
+    tasks.clear();
+  };
+
+  std::size_t i = 0;
+  for (; i < specs.size() && stop == specs.size(); ++i) {
+    JobSpec& spec = specs[i];
+    if (!spec.idempotency_key.empty()) {  // rare: the store decides; keep the order
+      flush();
+      if (stop != specs.size()) break;
+      out[i] = submit(std::move(spec), done, user, group_cancel);
+      if (stop_when_full && !out[i].ok() && out[i].error->code == ErrorCode::kExhausted) {
+        stop = i;
+      }
+      continue;
+    }
+    if (draining()) {
+      out[i] = rejected(rejected_draining_, draining_error());
+      continue;
+    }
+    if (auto err = validate(spec)) {
+      out[i] = rejected(rejected_invalid_, std::move(*err));
+      continue;
+    }
+    if (cached_name == nullptr || *cached_name != spec.handler) {
+      cached = host_.find(spec.handler);
+      cached_name = cached ? &cached.name() : nullptr;
+      cached_counters = cached ? &counters_for(spec.handler) : nullptr;
+    }
+    if (!cached) {
+      out[i] = rejected(rejected_not_found_, unknown_handler_error(spec.handler));
+      continue;
+    }
+    // (E1) admit: reserve an in-flight slot before submitting.
+    if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_inflight_jobs) {
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      out[i] = rejected(rejected_full_, inflight_error());
+      if (stop_when_full) stop = i;
+      continue;
+    }
+    const Lane lane = lane_of(spec.lane, cached);
+    if (!run.empty() && lane != run_lane) flush();
+    if (stop != specs.size()) {  // the flush was refused for room
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+    run_lane = lane;
+    run.push_back(
+        make_job(std::move(spec), cached, lane, *cached_counters, group_cancel, done, user));
+    run_index.push_back(i);
+  }
+  flush();
+  return std::min(stop, specs.size());
 }
 
 void Engine::on_job_final(Job& job) {

@@ -57,33 +57,44 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
   // pool's on_cancel) serialise on mu_, so the result fields are written only
   // by the one whose CAS from `from` succeeds; a worker's QUEUED -> RUNNING
   // CAS (outside mu_) simply makes a canceller's CAS from QUEUED fail.
-  std::vector<std::pair<DoneFn, void*>> waiters;
+  std::pair<DoneFn, void*> first{nullptr, nullptr};
+  std::vector<std::pair<DoneFn, void*>> more;
   {
     std::lock_guard lock(mu_);
     if (state_.load(std::memory_order_acquire) != from) return false;
     output_ = std::move(output);
     message_ = std::move(message);
     finished_ns_.store(now_ns(), std::memory_order_relaxed);
-    if (!transition(from, to)) return false;  // a worker started it meanwhile
-    waiters.swap(waiters_);                   // (inv 3)
+    if (!transition(from, to)) return false;                   // a worker started it meanwhile
+    first = std::exchange(first_waiter_, {nullptr, nullptr});  // (inv 3)
+    more.swap(more_waiters_);
   }
   engine_.on_job_final(*this);
-  for (auto& [fn, user] : waiters) fn(user, *this);
+  if (first.first != nullptr) first.first(first.second, *this);
+  for (auto& [fn, user] : more) fn(user, *this);
   return true;
 }
 
 bool Job::add_waiter(DoneFn fn, void* user) {
   std::lock_guard lock(mu_);
   if (final()) return false;  // (inv 3)
-  waiters_.emplace_back(fn, user);
+  if (first_waiter_.first == nullptr) {
+    first_waiter_ = {fn, user};
+  } else {
+    more_waiters_.emplace_back(fn, user);
+  }
   return true;
 }
 
 bool Job::remove_waiter(DoneFn fn, void* user) {
   std::lock_guard lock(mu_);
-  auto it = std::find(waiters_.begin(), waiters_.end(), std::make_pair(fn, user));
-  if (it == waiters_.end()) return false;
-  waiters_.erase(it);
+  if (first_waiter_ == std::make_pair(fn, user)) {
+    first_waiter_ = {nullptr, nullptr};
+    return true;
+  }
+  auto it = std::find(more_waiters_.begin(), more_waiters_.end(), std::make_pair(fn, user));
+  if (it == more_waiters_.end()) return false;
+  more_waiters_.erase(it);
   return true;
 }
 
@@ -93,6 +104,12 @@ void Job::cancel() {
   // and calls on_cancel, which finds the job final and only releases it.
   finish(JobState::kQueued, JobState::kCancelled, {},
          "job " + std::to_string(id_) + " was cancelled before it started");
+}
+
+std::chrono::system_clock::time_point Job::accepted_wall() const noexcept {
+  auto age = Clock::now() - accepted_;
+  return std::chrono::system_clock::now() -
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(age);
 }
 
 std::chrono::microseconds Job::wait_time() const noexcept {

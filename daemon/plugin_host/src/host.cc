@@ -410,11 +410,14 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
     return r;
   }
   const Handler& h = *ref.handler_;
-  const std::string who = "handler '" + h.info.name + "' (plugin '" + h.info.plugin_name + "' " +
-                          h.info.plugin_version + ")";
+  // Only failures name the handler: built on those paths, not per call.
+  auto who = [&h] {
+    return "handler '" + h.info.name + "' (plugin '" + h.info.plugin_name + "' " +
+           h.info.plugin_version + ")";
+  };
   if (h.info.max_input_bytes != 0 && input.size() > h.info.max_input_bytes) {
     r.code = JobCode::kInputTooLarge;
-    r.message = "the input of " + std::to_string(input.size()) + " bytes is larger than " + who +
+    r.message = "the input of " + std::to_string(input.size()) + " bytes is larger than " + who() +
                 " accepts (max_input_bytes " + std::to_string(h.info.max_input_bytes) +
                 "): send a smaller input";
     Shared::bump(s.handler_failures);
@@ -431,11 +434,11 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
                     input.size());
   } catch (const std::exception& e) {
     threw = true;
-    r.message = who + " threw a C++ exception: " + e.what() +
+    r.message = who() + " threw a C++ exception: " + e.what() +
                 " (handlers must catch their exceptions and return a status)";
   } catch (...) {
     threw = true;
-    r.message = who +
+    r.message = who() +
                 " threw a C++ exception that is not a std::exception (handlers must "
                 "catch their exceptions and return a status)";
   }
@@ -446,7 +449,7 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
     Shared::bump(s.output_too_large);
     r.code = JobCode::kOutputTooLarge;
     r.plugin_status = status;
-    r.message = who + " tried to produce " + std::to_string(job.attempted_output) +
+    r.message = who() + " tried to produce " + std::to_string(job.attempted_output) +
                 " bytes of output, over the limit of " + std::to_string(job.max_output) +
                 " bytes (max_output_bytes): raise the daemon's output limit or make the job "
                 "return less";
@@ -456,7 +459,7 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
                  ? static_cast<JobCode>(status)
                  : JobCode::kError;
     r.message = !job.message.empty() ? std::move(job.message)
-                                     : who + " failed with status " + std::to_string(status) +
+                                     : who() + " failed with status " + std::to_string(status) +
                                            " and gave no message";
   } else if (services.is_cancelled()) {
     // The handler ignored the cancellation: its caller still hears that the
@@ -465,7 +468,7 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
     bool deadline = services.deadline_passed();
     r.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
     r.message = "the job was " + std::string(deadline ? "past its deadline" : "cancelled") +
-                " when " + who + " returned; its output is discarded";
+                " when " + who() + " returned; its output is discarded";
   } else {
     r.output = std::move(job.output);
     r.message = std::move(job.message);

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "convert.h"
 #include "tpool/rpc/services.h"
@@ -106,7 +107,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* c
     r->fail(to_status(*sub.error, ctx));
     return r;
   }
-  r->watch(sub.value->job, !sub.value->deduplicated, sub.value->will_notify);
+  r->watch(sub.value.job, !sub.value.deduplicated, sub.value.will_notify);
   return r;
 }
 
@@ -121,7 +122,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ct
   }
   auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
   if (!sub.ok()) return finish_now(ctx, to_status(*sub.error, ctx));
-  resp->set_job_id(sub.value->job->id());
+  resp->set_job_id(sub.value.job->id());
   resp->set_replica(replica_);
   return finish_now(ctx, grpc::Status::OK);
 }
@@ -129,24 +130,37 @@ grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContext* ctx,
                                                       const tpool::v1::JobBatch* req,
                                                       tpool::v1::JobRefs* resp) {
-  resp->mutable_items()->Reserve(req->jobs_size());
-  for (const auto& item : req->jobs()) {
+  const int n = req->jobs_size();
+  resp->mutable_items()->Reserve(n);
+  // Translate every item, then submit the valid ones with one engine batch.
+  std::vector<engine::JobSpec> specs;
+  std::vector<int> item_of;  // specs[k] is item item_of[k]
+  specs.reserve(static_cast<std::size_t>(n));
+  item_of.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto& item = req->jobs(i);
     auto* out = resp->add_items();
     out->set_tag(item.tag());
-    engine::JobSpec spec;
-    std::optional<engine::Error> err =
-        to_spec(item, std::chrono::system_clock::time_point::max(), true, spec);
-    if (!err) {
-      auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
-      if (sub.ok()) {
-        out->set_job_id(sub.value->job->id());
-        out->set_replica(replica_);
-        continue;
-      }
-      err = std::move(sub.error);
+    engine::JobSpec& spec = specs.emplace_back();
+    if (auto err = to_spec(item, std::chrono::system_clock::time_point::max(), true, spec)) {
+      specs.pop_back();
+      out->set_code(code_number(*err));
+      out->set_message(err->message);
+      continue;
     }
-    out->set_code(code_number(*err));
-    out->set_message(err->message);
+    item_of.push_back(i);
+  }
+  std::vector<engine::Engine::SubmitResult> results(specs.size());
+  engine_.submit_batch(specs, nullptr, nullptr, nullptr, results, /*stop_when_full=*/false);
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    auto* out = resp->mutable_items(item_of[k]);
+    if (results[k].ok()) {
+      out->set_job_id(results[k].value.job->id());
+      out->set_replica(replica_);
+    } else {
+      out->set_code(code_number(*results[k].error));
+      out->set_message(results[k].error->message);
+    }
   }
   return finish_now(ctx, grpc::Status::OK);
 }

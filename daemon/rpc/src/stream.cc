@@ -18,8 +18,11 @@
 //  (S4) The reactor lives until gRPC's OnDone, every job of this stream has
 //       reported, and the engine no longer holds it as a capacity waiter:
 //       refs_ counts those holders.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "convert.h"
 #include "tpool/rpc/services.h"
@@ -114,7 +117,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
       std::lock_guard lock(self->mu_);
       --self->in_flight_;
       fill_result(job, self->svc_.replica(), *self->out_pending_.add_results());
-      self->pump_locked();  // (S3) a window slot is free
+      // (S3) A window slot is free. Refill only once a batch's worth is
+      // free (a quarter of the window, or all that waits), so the stream
+      // submits in batches rather than one job per job that ends.
+      const std::uint64_t window = self->svc_.limits().stream_window;
+      const std::uint64_t waiting =
+          static_cast<std::uint64_t>(std::max(0, self->in_.jobs_size() - self->next_item_));
+      if (window - self->in_flight_ >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
+        self->pump_locked();
+      }
       self->decide_locked(a);
     }
     self->act(a);
@@ -130,50 +141,72 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
   };
 
   // Submit the waiting items of in_, in order, until the window or the
-  // engine is full (S3).
+  // engine is full (S3): each run of well-formed items as one engine batch
+  // (one handler lookup per name, one pool submit_batch).
   void pump_locked() {
-    while (next_item_ < in_.jobs_size()) {
-      if (cancelled_seen_) {  // nobody will read the results
-        next_item_ = in_.jobs_size();
-        break;
-      }
-      if (waiting_capacity_ || in_flight_ >= svc_.limits().stream_window) return;
-      const auto& item = in_.jobs(next_item_);
-      engine::JobSpec spec;
-      std::optional<engine::Error> err = to_spec(item, ctx_->deadline(), false, spec);
-      if (!err) {
-        refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) for the job, or the waiter
-        auto sub =
-            svc_.engine().submit(std::move(spec), &StreamReactor::job_done, this, &cancelled_);
-        if (sub.ok()) {
-          ++next_item_;
-          if (sub.value->will_notify) {
-            ++in_flight_;
-          } else {  // a deduplicated job that had already ended
-            fill_result(*sub.value->job, svc_.replica(), *out_pending_.add_results());
-            refs_.fetch_sub(1, std::memory_order_relaxed);
-          }
-          continue;
+    if (cancelled_seen_) {  // nobody will read the results
+      next_item_ = in_.jobs_size();
+      return;
+    }
+    const std::uint64_t window = svc_.limits().stream_window;
+    while (next_item_ < in_.jobs_size() && !waiting_capacity_ && in_flight_ < window) {
+      const int room = static_cast<int>(std::min<std::uint64_t>(window - in_flight_, 1u << 20));
+      const int end = std::min(in_.jobs_size(), next_item_ + room);
+      specs_.clear();
+      int bad = -1;  // an item that does not translate ends the run
+      std::optional<engine::Error> bad_err;
+      for (int i = next_item_; i < end; ++i) {
+        engine::JobSpec& spec = specs_.emplace_back();
+        bad_err = to_spec(in_.jobs(i), ctx_->deadline(), false, spec);
+        if (bad_err) {
+          specs_.pop_back();
+          bad = i;
+          break;
         }
-        if (sub.error->code == engine::ErrorCode::kExhausted) {
-          // Keep the item; resume when there is room. The reference taken
-          // above now belongs to the engine's waiter list.
-          if (svc_.engine().wait_for_capacity(this)) {
-            waiting_capacity_ = true;
-            return;
-          }
-          refs_.fetch_sub(1, std::memory_order_relaxed);
-          continue;  // room right now: try again
+      }
+      results_.resize(std::max(results_.size(), specs_.size()));
+      const std::size_t consumed =
+          specs_.empty() ? 0
+                         : svc_.engine().submit_batch(specs_, &StreamReactor::job_done, this,
+                                                      &cancelled_, results_,
+                                                      /*stop_when_full=*/true);
+      for (std::size_t k = 0; k < consumed; ++k) {
+        engine::Engine::SubmitResult& r = results_[k];
+        if (!r.ok()) {
+          add_error(in_.jobs(next_item_ + static_cast<int>(k)).tag(), *r.error);
+        } else if (r.value.will_notify) {
+          ++in_flight_;
+          refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) the job's; job_done drops it
+        } else {  // a deduplicated job that had already ended
+          fill_result(*r.value.job, svc_.replica(), *out_pending_.add_results());
+        }
+        r = {};
+      }
+      next_item_ += static_cast<int>(consumed);
+      if (consumed < specs_.size()) {
+        // Refused for room (kExhausted): keep the item; resume when there is
+        // room. The reference taken here belongs to the engine's waiter list.
+        results_[consumed] = {};
+        refs_.fetch_add(1, std::memory_order_relaxed);
+        if (svc_.engine().wait_for_capacity(this)) {
+          waiting_capacity_ = true;
+          return;
         }
         refs_.fetch_sub(1, std::memory_order_relaxed);
-        err = std::move(sub.error);
+        continue;  // room right now: try again
       }
-      auto* r = out_pending_.add_results();
-      r->set_tag(item.tag());
-      r->set_code(code_number(*err));
-      r->set_message(err->message);
-      ++next_item_;
+      if (bad >= 0) {
+        add_error(in_.jobs(bad).tag(), *bad_err);
+        ++next_item_;
+      }
     }
+  }
+
+  void add_error(std::uint64_t tag, const engine::Error& err) {
+    auto* r = out_pending_.add_results();
+    r->set_tag(tag);
+    r->set_code(code_number(err));
+    r->set_message(err.message);
   }
 
   // What to start now (S1, S2).
@@ -226,7 +259,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
   std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone
 
   std::mutex mu_;
-  JobBatch in_;                  // the upstream message being submitted (S3)
+  JobBatch in_;  // the upstream message being submitted (S3)
+  // Scratch for pump_locked, kept to reuse their memory.
+  std::vector<engine::JobSpec> specs_;
+  std::vector<engine::Engine::SubmitResult> results_;
   int next_item_ = 0;            // its first item not yet submitted
   ResultBatch out_pending_;      // results gathering (S2)
   ResultBatch out_writing_;      // the message gRPC is writing (S2)

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <thread>
+#include <vector>
 
 #include "tpool/engine/engine.h"
 
@@ -56,8 +58,8 @@ class EngineTest : public ::testing::Test {
         std::move(spec), [](void* l, Job&) { static_cast<std::latch*>(l)->count_down(); }, &done);
     EXPECT_TRUE(sub.ok()) << (sub.ok() ? "" : sub.error->message);
     if (!sub.ok()) return nullptr;
-    if (sub.value->will_notify) done.wait();
-    return sub.value->job;
+    if (sub.value.will_notify) done.wait();
+    return sub.value.job;
   }
   static JobSpec spec(std::string handler, std::string payload, bool retain = true) {
     JobSpec s;
@@ -128,8 +130,8 @@ TEST_F(EngineTest, IdempotencyKeyHoldsForTheRetentionWindowOnly) {
   auto first = run(s);
   auto again = engine_->submit(s, nullptr, nullptr);
   ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(again.value->deduplicated);
-  EXPECT_EQ(again.value->job->id(), first->id());
+  EXPECT_TRUE(again.value.deduplicated);
+  EXPECT_EQ(again.value.job->id(), first->id());
   JobSpec other = s;
   other.payload = "twice";
   auto conflict = engine_->submit(other, nullptr, nullptr);
@@ -159,13 +161,13 @@ TEST_F(EngineTest, CancelQueuedAndRunningDeadlineAndDrain) {
   auto second = engine_->submit(spec("sleep", "600000"), nullptr, nullptr);
   ASSERT_TRUE(first.ok() && second.ok());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (first.value->job->state() != JobState::kRunning &&
+  while (first.value.job->state() != JobState::kRunning &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
-  ASSERT_EQ(first.value->job->state(), JobState::kRunning);
-  second.value->job->cancel();
-  EXPECT_EQ(second.value->job->state(), JobState::kCancelled);  // queued: ends at once
+  ASSERT_EQ(first.value.job->state(), JobState::kRunning);
+  second.value.job->cancel();
+  EXPECT_EQ(second.value.job->state(), JobState::kCancelled);  // queued: ends at once
   JobSpec timed = spec("sleep", "600000");
   timed.lane = LaneChoice::kDefault;
   timed.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
@@ -177,7 +179,7 @@ TEST_F(EngineTest, CancelQueuedAndRunningDeadlineAndDrain) {
   EXPECT_EQ(late.error->code, ErrorCode::kUnavailable);
   engine_->cancel_all();
   EXPECT_TRUE(engine_->wait_idle(std::chrono::seconds(20)));
-  EXPECT_EQ(first.value->job->state(), JobState::kCancelled);
+  EXPECT_EQ(first.value.job->state(), JobState::kCancelled);
   EngineSnapshot s = engine_->snapshot();
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(s.rejected_draining, 1u);
@@ -198,10 +200,65 @@ TEST_F(EngineTest, InFlightLimitAndCapacityWaiter) {
     void on_capacity() override { called.count_down(); }
   } waiter;
   ASSERT_TRUE(engine_->wait_for_capacity(&waiter));
-  hold.value->job->cancel();
+  hold.value.job->cancel();
   waiter.called.wait();  // the end of the held job made room
   auto now_ok = run(spec("echo", "x", false));
   EXPECT_EQ(now_ok->output(), "x");
+}
+
+TEST_F(EngineTest, BatchGivesEachItemItsOutcomeInOrderAndStopsWhereRoomEnds) {
+  EngineLimits l;
+  l.max_inflight_jobs = 3;
+  start(l);
+  auto hold = engine_->submit(spec("sleep", "600000"), nullptr, nullptr);  // 1 in flight
+  ASSERT_TRUE(hold.ok());
+  std::latch ended(2);
+  DoneFn count_down = [](void* latch, Job&) { static_cast<std::latch*>(latch)->count_down(); };
+
+  // Without stop_when_full every item is answered: two fit, one is refused
+  // for room, two are bad requests.
+  std::vector<JobSpec> specs;
+  specs.push_back(spec("echo", "a", false));
+  specs.push_back(spec("", "x"));
+  specs.push_back(spec("no_such_handler", "x"));
+  specs.push_back(spec("echo", "b", false));
+  specs.push_back(spec("echo", "c", false));
+  std::vector<Engine::SubmitResult> out(specs.size());
+  ASSERT_EQ(engine_->submit_batch(specs, count_down, &ended, nullptr, out, false), specs.size());
+  ASSERT_TRUE(out[0].ok() && out[3].ok());
+  EXPECT_TRUE(out[0].value.will_notify);
+  EXPECT_EQ(out[1].error->code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(out[2].error->code, ErrorCode::kNotFound);
+  EXPECT_EQ(out[4].error->code, ErrorCode::kExhausted);
+  ended.wait();
+  EXPECT_EQ(out[0].value.job->output(), "a");
+  EXPECT_EQ(out[3].value.job->output(), "b");
+  EXPECT_LT(out[0].value.job->id(), out[3].value.job->id());  // ids in item order
+
+  // With stop_when_full the batch stops at the first item refused for room
+  // and leaves it and the rest intact for a retry.
+  std::latch ended2(2);
+  std::vector<JobSpec> more;
+  for (const char* p : {"d", "e", "f", "g"}) more.push_back(spec("echo", p, true));
+  std::vector<Engine::SubmitResult> out2(more.size());
+  // The two echo jobs above ended, but their in-flight slots are returned
+  // only when their tasks end: wait for that.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (engine_->in_flight() != 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(engine_->in_flight(), 1u);
+  ASSERT_EQ(engine_->submit_batch(more, count_down, &ended2, nullptr, out2, true), 2u);
+  EXPECT_TRUE(out2[0].ok() && out2[1].ok());
+  EXPECT_EQ(out2[2].error->code, ErrorCode::kExhausted);
+  EXPECT_EQ(more[2].payload, "f");
+  EXPECT_EQ(more[3].payload, "g");
+  ended2.wait();
+  // Retained (Submit-like) batch jobs are in the result store.
+  auto found = engine_->find(out2[1].value.job->id());
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found.value->output(), "e");
+  hold.value.job->cancel();
 }
 
 }  // namespace

@@ -17,7 +17,9 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -119,12 +121,30 @@ class Engine {
     // ended: read its result now.
     bool will_notify = false;
   };
+  // One request's outcome, by value (no allocation beyond the Job's own).
+  struct SubmitResult {
+    Submitted value;  // set when ok()
+    std::optional<Error> error;
+    bool ok() const noexcept { return !error.has_value(); }
+  };
   // Validates, admits and submits one job. done(user, job) runs once when the
   // job ends (also for a deduplicated job, unless it had already ended: then
   // done is not called and the caller reads the result at once).
   // group_cancel: see Job. On error nothing was submitted.
-  Expected<Submitted> submit(JobSpec spec, DoneFn done, void* user,
-                             const std::atomic<bool>* group_cancel = nullptr);
+  SubmitResult submit(JobSpec spec, DoneFn done, void* user,
+                      const std::atomic<bool>* group_cancel = nullptr);
+
+  // The same for many requests (a Stream message, a SubmitBatch call), in
+  // order, with one handler lookup per distinct handler name and one pool
+  // submit_batch per run of jobs of one lane; out[i] receives specs[i]'s
+  // outcome (out.size() >= specs.size()). Returns how many items were
+  // consumed: all of them, unless stop_when_full and an item was refused
+  // for room (ErrorCode::kExhausted): then the return value is that item's
+  // index, its spec (and those after it) are left intact in specs for a
+  // retry, and out[return value] holds the kExhausted error.
+  std::size_t submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
+                           const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
+                           bool stop_when_full);
 
   // A retained job (Submit, or keyed), queued, running or ended.
   Expected<Job> find(std::uint64_t id);
@@ -156,7 +176,17 @@ class Engine {
   friend class Job;
   friend struct JobTask;
   HandlerCounters& counters_for(const std::string& handler);
-  void on_job_final(Job& job);  // accounting and retention once a job ended
+  static Error draining_error();
+  static Error unknown_handler_error(const std::string& name);
+  Error inflight_error() const;
+  // The error for a job the pool refused; counts the rejection.
+  Error pool_refused(const Status& st);
+  static Lane lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexcept;
+  std::shared_ptr<Job> make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
+                                HandlerCounters& counters, const std::atomic<bool>* group_cancel,
+                                DoneFn done, void* user);
+  void unretain_locked(const Job& job);  // by store_mu_ (E2)
+  void on_job_final(Job& job);           // accounting and retention once a job ended
   void retain_locked(const std::shared_ptr<Job>& job);
   void evict_locked(Clock::time_point now);
   Clock::time_point now() const noexcept;

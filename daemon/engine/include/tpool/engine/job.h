@@ -9,7 +9,8 @@
 //      the winner of (1) before it publishes the final state with a release
 //      store (inside transition's CAS); readers check final() (acquire) before
 //      reading them, and never write them.
-//  (3) waiters_ is guarded by mu_. The winner of (1) takes the list under mu_
+//  (3) The waiters (first_waiter_, then more_waiters_) are guarded by mu_.
+//      The winner of (1) takes the list under mu_
 //      after publishing the final state, so add_waiter either sees the final
 //      state (and returns false) or its waiter is in the list the winner takes.
 //      remove_waiter is true only if the waiter was still in the list: then
@@ -89,7 +90,9 @@ class Job final : public plugin_host::JobServices {
   const std::string& message() const noexcept { return message_; }
   std::chrono::microseconds wait_time() const noexcept;  // so far, while queued
   std::chrono::microseconds run_time() const noexcept;   // so far, while running
-  std::chrono::system_clock::time_point accepted_wall() const noexcept { return accepted_wall_; }
+  // When the job was accepted, on the wall clock (derived from the steady
+  // acceptance time, so accepting a job reads one clock).
+  std::chrono::system_clock::time_point accepted_wall() const noexcept;
   std::pair<double, std::string> progress_snapshot() const;
   // Bytes this job holds in the result store.
   std::size_t retained_bytes() const noexcept;
@@ -135,16 +138,18 @@ class Job final : public plugin_host::JobServices {
   CancelToken token_;
   std::atomic<JobState> state_{JobState::kQueued};
   const Clock::time_point accepted_ = Clock::now();
-  const std::chrono::system_clock::time_point accepted_wall_ = std::chrono::system_clock::now();
   std::atomic<std::int64_t> started_ns_{0};   // relaxed: a timing figure only
   std::atomic<std::int64_t> finished_ns_{0};  // relaxed: a timing figure only
   std::string output_;                        // (inv 2)
   std::string message_;                       // (inv 2)
 
   mutable std::mutex mu_;
-  std::vector<std::pair<DoneFn, void*>> waiters_;  // guarded by mu_ (inv 3)
-  double progress_ = 0;                            // guarded by mu_
-  std::string progress_note_;                      // guarded by mu_
+  // Most jobs have exactly one waiter (the call that submitted them): it
+  // lives inline, so a job allocates nothing for it.
+  std::pair<DoneFn, void*> first_waiter_{nullptr, nullptr};  // guarded by mu_ (inv 3)
+  std::vector<std::pair<DoneFn, void*>> more_waiters_;       // guarded by mu_ (inv 3)
+  double progress_ = 0;                                      // guarded by mu_
+  std::string progress_note_;                                // guarded by mu_
 
   // Idempotency: a repeat of the key must name the same handler and payload;
   // the payload itself is released once the handler has run.

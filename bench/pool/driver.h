@@ -20,7 +20,19 @@ namespace bench {
 struct Args {
   int reps = 5;
   std::string out;     // JSON file; empty: none
-  std::string filter;  // substring of "<scenario>/<pool>"; empty: all
+  std::string filter;  // substrings of "<scenario>/<pool>", '|'-separated; empty: all
+
+  // True if name contains any of the '|'-separated substrings of filter.
+  bool selects(std::string_view name) const {
+    if (filter.empty()) return true;
+    std::string_view f = filter;
+    for (;;) {
+      const std::size_t bar = f.find('|');
+      if (name.find(f.substr(0, bar)) != std::string_view::npos) return true;
+      if (bar == std::string_view::npos) return false;
+      f.remove_prefix(bar + 1);
+    }
+  }
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -46,7 +58,7 @@ inline Args parse_args(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--reps=N (default 5; fewer only to profile)] [--json=FILE] "
-                   "[--filter=SUBSTRING]\n"
+                   "[--filter=SUBSTRING[|SUBSTRING...]]\n"
                    "unknown argument '%s'\n",
                    argv[0], argv[i]);
       std::exit(2);

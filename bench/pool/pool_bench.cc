@@ -109,9 +109,7 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < defs.size(); ++k) {
         const PoolDef& p = defs[(k + static_cast<std::size_t>(rep)) % defs.size()];
         if (p.mixed_only && !mixed) continue;
-        if (!args.filter.empty() && (s + "/" + p.name).find(args.filter) == std::string::npos) {
-          continue;
-        }
+        if (!args.selects(s + "/" + p.name)) continue;
         samples[s][p.name].push_back(p.run(s));
       }
     }

@@ -312,7 +312,7 @@ Result<TaskOutcome> Pool::wait(TaskHandle h, std::chrono::nanoseconds timeout) {
   if (!d.state.compare_exchange_strong(expect, DescState::kFree, std::memory_order_acq_rel)) {
     return Status::StaleHandle("this task was already waited for or detached");
   }
-  d.generation.fetch_add(1, std::memory_order_release);  // (inv 2)
+  d.bump_generation();  // (inv 2) we won the CAS to kFree: the only writer
   Worker* w = worker_of(impl_.get());
   detail::Counters& ctr = w ? w->counters : p.ext;
   ctr.bump(ctr.released);
@@ -339,7 +339,7 @@ void Pool::detach(TaskHandle h) {
   DescState s = d.state.load(std::memory_order_relaxed);
   if (s == DescState::kCompleted || s == DescState::kFailed || s == DescState::kCancelled) {
     if (d.state.compare_exchange_strong(s, DescState::kFree, std::memory_order_acq_rel)) {
-      d.generation.fetch_add(1, std::memory_order_release);
+      d.bump_generation();  // (inv 2) we won the CAS to kFree: the only writer
       Worker* w = worker_of(impl_.get());
       detail::Counters& ctr = w ? w->counters : p.ext;
       ctr.bump(ctr.released);
@@ -411,10 +411,22 @@ Status Pool::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout) {
       const std::uint64_t fin = p.sum_finished();  // finished first: fin <= accepted
       return fin >= p.sum_accepted();
     };
-    if (timeout.count() < 0) {
-      p.idle_cv.wait(ilk, all_done);
-    } else {
-      drained = p.idle_cv.wait_until(ilk, deadline, all_done);
+    // In rounds of at most 1 ms (picked by hand), not on the notify alone:
+    // finish() counts a task and then reads `accepting` with no fence in
+    // between (a fence per task would cost every task for the sake of
+    // shutdown), so its notify can be missed (store-buffering: its count not
+    // yet visible to our check, our store of `accepting` not yet visible to
+    // its read). The rounds bound that miss to 1 ms.
+    while (!all_done()) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+      if (timeout.count() >= 0) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          drained = false;
+          break;
+        }
+        until = std::min(until, deadline);
+      }
+      p.idle_cv.wait_until(ilk, until);
     }
   }
   if (!drained) {

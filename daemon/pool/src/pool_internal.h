@@ -110,6 +110,19 @@ struct alignas(kCacheLine) Descriptor {
   std::int64_t submit_ns = 0;
   Lane lane = Lane::kDefault;
   bool waitable = false;
+
+  // (inv 2) Invalidate the entries and handles of the task that just ended.
+  // Only the one thread that frees the descriptor (inv 1: the claimer of a
+  // non-waitable task, the winner of the CAS to kFree otherwise) calls it,
+  // before the descriptor goes back to a free list, so there is never a
+  // second writer: a plain load + store, not a read-modify-write. That
+  // thread sees the last bump: it came before the free-list push that handed
+  // the descriptor on (release/acquire through the free ring or a DescCache,
+  // then the queues and the claim). Release pairs with the acquire loads of
+  // the generation in run_task() and wait().
+  void bump_generation() noexcept {
+    generation.store(generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 };
 
 // (inv 4) A block of counters with one writer (or shared, see bump()).
@@ -172,6 +185,12 @@ struct Worker {
   DescCache<32> cache;
   std::uint32_t submit_tick = 0;  // wake coalescing
   std::uint32_t steal_hint = 0;
+  // The end stamp of the last task this worker ran, and whether the worker
+  // went straight on from it (no idle spin, no park, no cancel in between):
+  // then it is also the next task's start stamp (run_task), one clock read
+  // per task instead of two.
+  std::int64_t last_end_ns = 0;
+  bool last_end_fresh = false;
   // ---- read by others ----
   Counters counters;
   LatencyHistogram wait_hist[kLaneCount];
@@ -248,6 +267,7 @@ struct Pool::Impl {
   std::condition_variable idle_cv;
   // Blocked submitters and waiters.
   std::atomic<std::uint32_t> free_waiters{0};
+  std::atomic<bool> free_notified{false};  // a release has notified this waiter round
   std::mutex free_mu;
   std::condition_variable free_cv;
   std::atomic<std::uint32_t> task_waiters{0};

@@ -70,8 +70,18 @@ void Pool::Impl::release_desc(std::uint32_t idx) {
   // seq_cst pairs with the waiter's increment of free_waiters before it
   // re-checks the ring (store-buffering: one of us sees the other).
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  // One notify per waiter round, not one per release: once the ring holds
+  // wake_free_batch, every release until a waiter runs again would lock and
+  // broadcast (on a loaded machine that was ~1 broadcast per task in
+  // flood_1m_batched). The first releaser to swap free_notified to true
+  // notifies; a waiter swaps it back to false, under free_mu, before each
+  // check of the ring. acq_rel: if our swap comes first, the waiter's swap
+  // reads our true and so sees our push when it checks the ring; if the
+  // waiter's comes first, we read false and notify under free_mu, which the
+  // waiter holds from its swap until it waits, so the notify reaches it.
   if (free_waiters.load(std::memory_order_relaxed) != 0 &&
-      free_ring.size_approx() >= wake_free_batch) {
+      free_ring.size_approx() >= wake_free_batch &&
+      !free_notified.exchange(true, std::memory_order_acq_rel)) {
     std::lock_guard lk(free_mu);
     free_cv.notify_all();
   }
@@ -91,7 +101,10 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   Submitter* s = (w == nullptr && tls.sub_pool == this) ? tls.submitter : nullptr;
   std::uint32_t idx = 0;
   std::size_t got = 0;
-  if (!accepting.load(std::memory_order_relaxed) || !acquire(&idx, 1, w, s, got)) {
+  // The caller's DescCache inline (inv 3: ours alone), then acquire()'s refill.
+  detail::DescCache<32>* const cache = w ? &w->cache : (s ? &s->cache : nullptr);
+  if (!accepting.load(std::memory_order_relaxed) ||
+      ((cache == nullptr || !cache->try_pop(idx)) && !acquire(&idx, 1, w, s, got))) {
     TaskHandle h;
     Result<std::size_t> r =
         submit_many(std::span<const Task>(&t, 1), o, std::span<TaskHandle>(&h, 1));
@@ -217,6 +230,7 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
         std::unique_lock lk(free_mu);
         for (;;) {
           if (!accepting.load(std::memory_order_acquire)) break;
+          (void)free_notified.exchange(false, std::memory_order_acq_rel);  // see release_desc
           if (free_ring.size_approx() > 0) break;
           // Rounds of at most 1 ms (picked by hand): releases notify only
           // once wake_free_batch descriptors are free, so a round bounds how

@@ -165,19 +165,26 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   // stale and is dropped. Giving it back instead could lose it: its own
   // entry may already have been dropped while we held the claim.
   if (d.cancel != nullptr && d.cancel->is_cancelled()) {
+    w->last_end_fresh = false;  // on_cancel's time is no task's
     if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
     finish(w, idx, DescState::kCancelled);
     return;
   }
   const auto l = static_cast<std::size_t>(d.lane);
+  Descriptor* const outer = tls.current;  // help_wait runs tasks inside a task
   std::int64_t start = 0;
   if constexpr (kTimestamps) {
-    start = now_ns();
+    // Straight on from the last task: its end stamp is our start (the few
+    // hundred ns at most that next_task took to find this task count as
+    // this task's run time rather than its wait). Inside another task
+    // (help_wait, a blocked submit helping) always read the clock: the
+    // stamp is older than the outer task's start.
+    start = outer == nullptr && w->last_end_fresh ? w->last_end_ns : now_ns();
+    w->last_end_fresh = false;
     w->wait_hist[l].record(
         static_cast<std::uint64_t>(std::max<std::int64_t>(0, start - d.submit_ns)));
   }
   const bool watched = cfg.max_overflow_workers > 0 && cfg.watchdog_interval.count() > 0;
-  Descriptor* const outer = tls.current;  // help_wait runs tasks inside a task
   tls.current = &d;
   w->busy.store(true, std::memory_order_relaxed);
   w->tasks_started.store(w->tasks_started.load(std::memory_order_relaxed) + 1,
@@ -197,7 +204,12 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   w->busy.store(outer != nullptr, std::memory_order_relaxed);
   tls.current = outer;
   if constexpr (kTimestamps) {
-    w->run_hist[l].record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, now_ns() - start)));
+    const std::int64_t end = now_ns();
+    w->run_hist[l].record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, end - start)));
+    if (outer == nullptr) {
+      w->last_end_ns = end;
+      w->last_end_fresh = true;  // worker_main clears it if the next task is not at hand
+    }
   }
   finish(w, idx, outcome);
 }
@@ -233,9 +245,7 @@ void Pool::Impl::finish(Worker* w, std::uint32_t idx, DescState outcome) {
     d.state.store(DescState::kFree, std::memory_order_relaxed);
   }
   if (release) {
-    // (inv 2) Invalidate entries and handles. Release pairs with run_task's
-    // and wait()'s acquire loads of the generation.
-    d.generation.fetch_add(1, std::memory_order_release);
+    d.bump_generation();  // (inv 2)
     ctr.bump(ctr.released);
     release_desc(idx);
   }
@@ -325,6 +335,7 @@ void Pool::Impl::worker_main(Worker* w) {
   bool woken = false;
   for (;;) {
     Entry e = next_task(w);
+    if (e == kNoEntry) w->last_end_fresh = false;  // idle time is no task's run time
     for (int spin = 0; e == kNoEntry && spin < kSpinRounds; ++spin) {
       std::this_thread::yield();
       e = next_task(w);

@@ -18,6 +18,13 @@
 //  (S4) The reactor lives until gRPC's OnDone, every job of this stream has
 //       reported, and the engine no longer holds it as a capacity waiter:
 //       refs_ counts those holders.
+//  (S5) Ended jobs: job_done pushes its result on ended_ (lock-free); the
+//       thread whose push found ended_ empty then takes mu_ and drains the
+//       whole list (exchange to empty). A push either finds the list empty
+//       (and drains it itself, after its push) or finds a node whose pusher
+//       has not drained yet (that drain, which exchanges after both pushes,
+//       takes it): no result is left behind. The drainer drops each
+//       drained job's reference (S4); in_flight_ counts a job until then.
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -110,26 +117,23 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     unref();  // (S4) the engine's reference
   }
 
+  // A job of this stream ended (on the worker that ended it). Its result is
+  // built here, outside mu_, and pushed on ended_; the worker that finds
+  // ended_ empty takes mu_ and reports every result gathered by then (S5),
+  // so workers ending jobs of one stream do not queue on mu_ one job each.
   static void job_done(void* user, engine::Job& job) {
     auto* self = static_cast<StreamReactor*>(user);
-    Actions a;
-    {
-      std::lock_guard lock(self->mu_);
-      --self->in_flight_;
-      fill_result(job, self->svc_.replica(), *self->out_pending_.add_results());
-      // (S3) A window slot is free. Refill only once a batch's worth is
-      // free (a quarter of the window, or all that waits), so the stream
-      // submits in batches rather than one job per job that ends.
-      const std::uint64_t window = self->svc_.limits().stream_window;
-      const std::uint64_t waiting =
-          static_cast<std::uint64_t>(std::max(0, self->in_.jobs_size() - self->next_item_));
-      if (window - self->in_flight_ >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
-        self->pump_locked();
-      }
-      self->decide_locked(a);
-    }
-    self->act(a);
-    self->unref();  // (S4) this job's reference
+    auto* node = new Ended{new tpool::v1::JobResult, nullptr};
+    fill_result(job, self->svc_.replica(), *node->result);
+    // (S5) release: publishes the node and its result; pairs with the
+    // acquire exchange in drain_ended.
+    Ended* head = self->ended_.load(std::memory_order_relaxed);
+    do {
+      node->next = head;
+    } while (!self->ended_.compare_exchange_weak(head, node, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+    if (head != nullptr) return;  // the thread that pushed onto the empty list drains it
+    self->drain_ended();
   }
 
  private:
@@ -243,6 +247,46 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     }
   }
 
+  // (S5) Reports the ended jobs on ended_ and drops their references.
+  void drain_ended() {
+    Actions a;
+    std::uint64_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      Ended* list = ended_.exchange(nullptr, std::memory_order_acquire);  // (S5)
+      Ended* in_order = nullptr;  // the list is newest first: reverse it
+      while (list != nullptr) {
+        Ended* next = list->next;
+        list->next = in_order;
+        in_order = list;
+        list = next;
+      }
+      while (in_order != nullptr) {
+        out_pending_.mutable_results()->AddAllocated(in_order->result);  // takes ownership
+        Ended* next = in_order->next;
+        delete in_order;
+        in_order = next;
+        ++n;
+      }
+      in_flight_ -= n;
+      // (S3) Window slots are free. Refill only once a batch's worth is free
+      // (a quarter of the window, or all that waits), so the stream submits
+      // in batches rather than one job per job that ends.
+      const std::uint64_t window = svc_.limits().stream_window;
+      const std::uint64_t waiting =
+          static_cast<std::uint64_t>(std::max(0, in_.jobs_size() - next_item_));
+      if (window - in_flight_ >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
+        pump_locked();
+      }
+      decide_locked(a);
+    }
+    act(a);
+    // (S4) the n jobs' references
+    if (refs_.fetch_sub(static_cast<int>(n), std::memory_order_acq_rel) == static_cast<int>(n)) {
+      delete this;
+    }
+  }
+
   void act(const Actions& a) {
     if (a.write) StartWrite(&out_writing_);
     if (a.read) StartRead(&in_);
@@ -253,8 +297,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  // A result built by job_done, waiting to be reported (S5).
+  struct Ended {
+    tpool::v1::JobResult* result;  // heap; out_pending_ takes it
+    Ended* next;
+  };
+
   JobServiceImpl& svc_;
   grpc::CallbackServerContext* ctx_;
+  std::atomic<Ended*> ended_{nullptr};  // (S5) a Treiber stack, drained whole
   std::atomic<bool> cancelled_{false};  // the jobs' group cancel flag
   std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone
 

@@ -261,5 +261,26 @@ TEST_F(EngineTest, BatchGivesEachItemItsOutcomeInOrderAndStopsWhereRoomEnds) {
   hold.value.job->cancel();
 }
 
+TEST_F(EngineTest, BatchJobsAreCancelledWhileQueuedAndTimeOutPastTheirDeadline) {
+  start({});
+  // The blocking lane has one worker: the batch's sleeps queue behind this one.
+  auto hold = engine_->submit(spec("sleep", "600000"), nullptr, nullptr);
+  ASSERT_TRUE(hold.ok());
+  std::latch ended(2);
+  DoneFn count_down = [](void* latch, Job&) { static_cast<std::latch*>(latch)->count_down(); };
+  std::vector<JobSpec> specs;
+  specs.push_back(spec("sleep", "600000", false));
+  specs.push_back(spec("sleep", "600000", false));
+  specs[1].deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  std::vector<Engine::SubmitResult> out(specs.size());
+  ASSERT_EQ(engine_->submit_batch(specs, count_down, &ended, nullptr, out, true), 2u);
+  ASSERT_TRUE(out[0].ok() && out[1].ok());
+  out[0].value.job->cancel();
+  EXPECT_EQ(out[0].value.job->state(), JobState::kCancelled);  // queued: ends at once
+  hold.value.job->cancel();
+  ended.wait();
+  EXPECT_EQ(out[1].value.job->state(), JobState::kTimedOut);
+}
+
 }  // namespace
 }  // namespace tpool::engine

@@ -66,13 +66,13 @@ void collect_pool(const PoolStats& s, Families& f) {
       .value(d(s.overflow_max));
 
   f.gauge("tpoold_pool_queue_depth",
-          "Tasks waiting in the pool's queues: inject (shared, per lane), local (all "
-          "workers' own queues together; lane \"all\") and submitter (registered "
-          "submitters' queues, default lane only).");
+          "Tasks waiting in the pool's queues: inject (shared, per lane), local (the "
+          "own queues of the lane's workers) and submitter (registered submitters' "
+          "queues, default lane only).");
   for (std::size_t l = 0; l < kLaneCount; ++l) {
     f.value(d(s.lanes[l].inject_depth), {{"lane", lane_name(l)}, {"queue", "inject"}});
+    f.value(d(s.lanes[l].local_depth), {{"lane", lane_name(l)}, {"queue", "local"}});
   }
-  f.value(d(s.local_depth_sum), {{"lane", "all"}, {"queue", "local"}});
   f.value(d(s.submitter_depth), {{"lane", "default"}, {"queue", "submitter"}});
   f.gauge("tpoold_pool_local_queue_depth_max", "The deepest worker's local queue.")
       .value(d(s.local_depth_max));

@@ -548,6 +548,7 @@ PoolStats Pool::stats() const {
     const Worker& w = *p.workers[i];
     const std::uint64_t depth = w.local->size_approx();  // the LIFO slot is owner-only (inv 3)
     st.local_depth_sum += depth;
+    st.lanes[static_cast<std::size_t>(w.lane)].local_depth += depth;
     st.local_depth_max = std::max(st.local_depth_max, depth);
     for (std::size_t l = 0; l < kLaneCount; ++l) {
       w.wait_hist[l].add_to(st.lanes[l].wait);

@@ -94,6 +94,11 @@ TEST_P(Lanes, BlockedBlockingLaneDoesNotStarveTheDefaultLane) {
     // inject ring) or the ring itself.
     const PoolStats st = pool_->stats();
     EXPECT_EQ(st.lanes[1].inject_depth + st.local_depth_sum, static_cast<std::uint64_t>(held));
+    // Per lane: all of it with the blocking lane (its ring or its worker's
+    // own queue); the default workers' queues are empty (all 500 ran).
+    EXPECT_EQ(st.lanes[1].inject_depth + st.lanes[1].local_depth, static_cast<std::uint64_t>(held));
+    EXPECT_EQ(st.lanes[0].local_depth, 0u);
+    EXPECT_EQ(st.lanes[0].local_depth + st.lanes[1].local_depth, st.local_depth_sum);
   }
   gate_.open();
   ASSERT_TRUE(pool_->shutdown(ShutdownMode::kDrain, kBound).ok());

@@ -172,6 +172,9 @@ struct TaskHandle {
 struct LaneStats {
   std::uint64_t completed = 0;  // tasks that ran to return or throw in this lane
   std::uint64_t inject_depth = 0;
+  // Entries in the own (local) queues of the workers whose lane this is; a
+  // blocking worker that helps the default lane may hold default tasks there.
+  std::uint64_t local_depth = 0;
   std::size_t workers = 0;  // core workers serving this lane
   HistogramSnapshot wait;   // submit to start
   HistogramSnapshot run;    // start to end

@@ -359,13 +359,22 @@ bool Pool::help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout) {
       p.run_task(w, e);
       continue;
     }
-    // Nothing we can run: the rest is running elsewhere. Block on the group.
-    const auto left = timeout.count() < 0
-                          ? std::chrono::nanoseconds(-1)
-                          : std::max(std::chrono::nanoseconds(0),
-                                     std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         deadline - std::chrono::steady_clock::now()));
-    return wg.wait(left);
+    // Nothing we can run now: the rest is running elsewhere, or queued where
+    // we cannot see it yet (an inject slot claimed but not yet published
+    // hides every entry behind it). Block on the group in rounds of at most
+    // 1 ms (picked by hand), looking for work between rounds. Blocking once
+    // and for good deadlocked: with every worker inside a help_wait, each
+    // waiting for children the others could no longer look for, and no wake
+    // coming (they count as awake, inv 6), the pool stood still until the
+    // timeout (found by the fuzz harness, seed 5382, 2 workers).
+    std::chrono::nanoseconds round = std::chrono::milliseconds(1);
+    if (timeout.count() >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      round = std::min(round, left);
+    }
+    if (wg.wait(round)) break;
   }
   // Through wait(): it takes the group's mutex, so the last done() has let
   // go of the group before our caller destroys it (WaitGroup::done()).

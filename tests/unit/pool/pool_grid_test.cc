@@ -465,6 +465,47 @@ TEST_P(PoolGrid, HelpWaitJoinsChildrenWithoutDeadlock) {
   EXPECT_TRUE(pool_->help_wait(wg, 0ns));
 }
 
+// Regression (found by the fuzz harness): every worker inside help_wait,
+// each waiting for work that is queued only after it stopped looking. The
+// workers count as awake, so nobody is woken for that work: help_wait must
+// keep looking for work while it waits (in rounds), or the pool stands still
+// until the timeout.
+TEST_P(PoolGrid, HelpWaitOnEveryWorkerStillRunsWorkQueuedLater) {
+  TPOOL_CREATE_OR_SKIP(pool_, cfg());
+  const std::size_t n = workers();
+  std::vector<WaitGroup> groups(n);
+  std::vector<int> joined(n, -1);
+  Counter entered;
+  struct Joiner {
+    Pool* pool;
+    WaitGroup* wg;
+    int* joined;
+    Counter* entered;
+  };
+  std::vector<Joiner> joiners;
+  for (std::size_t i = 0; i < n; ++i) {
+    groups[i].add(1);  // done by a task submitted once every joiner waits
+    joiners.push_back({pool_.get(), &groups[i], &joined[i], &entered});
+  }
+  auto join = [](void* c) {
+    auto* j = static_cast<Joiner*>(c);
+    j->entered->add();
+    *j->joined = j->pool->help_wait(*j->wg, kBound) ? 1 : 0;
+  };
+  // One at a time, each seen inside its task before the next, so each
+  // worker holds one (a helping worker may also run one nested).
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(pool_->submit({join, &joiners[i]}).ok());
+    ASSERT_TRUE(entered.wait_at_least(static_cast<std::int64_t>(i) + 1));
+  }
+  auto release = [](void* c) { static_cast<WaitGroup*>(c)->done(); };
+  for (std::size_t i = 0; i < n; ++i) ASSERT_TRUE(pool_->submit({release, &groups[i]}).ok());
+  ASSERT_TRUE(pool_->shutdown(ShutdownMode::kDrain, kBound).ok());
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(joined[i], 1) << "help_wait " << i << " of " << n << " timed out";
+  }
+}
+
 TEST_P(PoolGrid, CancelledBeforeStartCallsOnCancelNotFn) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
   hold_all_workers();

@@ -265,7 +265,8 @@ class Pool {
 
   // Wait for wg to reach zero. On a worker of this pool, runs other tasks
   // meanwhile (help-first join), so a task can fan out and wait for its
-  // children without starving the pool. False on timeout.
+  // children without starving the pool; with nothing to run it blocks in
+  // rounds of at most 1 ms, looking for work between them. False on timeout.
   bool help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1));
 
   Result<SubmitterSlot> register_submitter();

@@ -116,4 +116,16 @@ inline std::string json_array(const std::vector<double>& v) {
   return o.str();
 }
 
+// The end of a run: close the JSON rows array, print the load averages, and
+// write the JSON to `out` when one was asked for.
+inline void finish_report(std::ostringstream& json, const std::string& load_before,
+                          const std::string& load_after, const std::string& out) {
+  json << "\n]\n}\n";
+  std::printf("\nload average before %s, after %s\n", load_before.c_str(), load_after.c_str());
+  if (!out.empty()) {
+    std::ofstream(out) << json.str();
+    std::printf("JSON: %s\n", out.c_str());
+  }
+}
+
 }  // namespace bench

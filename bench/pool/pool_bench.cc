@@ -8,7 +8,6 @@
 #include <tbb/global_control.h>
 
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -158,11 +157,6 @@ int main(int argc, char** argv) {
       first = false;
     }
   }
-  json << "\n]\n}\n";
-  std::printf("\nload average before %s, after %s\n", load_before.c_str(), load_after.c_str());
-  if (!args.out.empty()) {
-    std::ofstream(args.out) << json.str();
-    std::printf("JSON: %s\n", args.out.c_str());
-  }
+  bench::finish_report(json, load_before, load_after, args.out);
   return 0;
 }

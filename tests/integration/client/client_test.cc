@@ -38,21 +38,15 @@ Job job_of(std::string handler, std::string payload, std::uint64_t tag = 0) {
   return j;
 }
 
-class ClientLib : public ::testing::Test {
+class ClientLib : public DaemonSuite<ClientLib> {
+ public:
+  static std::string daemon_config() { return "[metrics]\nenabled = false\n"; }
+
  protected:
-  static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess("[metrics]\nenabled = false\n");
-    ASSERT_TRUE(daemon_->started()) << daemon_->log();
-  }
-  static void TearDownTestSuite() {
-    EXPECT_EQ(daemon_->stop(), std::optional<int>(0)) << daemon_->log();
-    delete daemon_;
-  }
   static Client& c() {
     static Client client(at(*daemon_));
     return client;
   }
-  static inline DaemonProcess* daemon_ = nullptr;
 };
 
 TEST_F(ClientLib, ExecuteReturnsTheHandlersOutput) {

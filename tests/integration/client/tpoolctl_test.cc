@@ -65,22 +65,16 @@ bool one_sentence(const std::string& err) {
          err.rfind("tpoolctl", 0) == 0;
 }
 
-class Tpoolctl : public ::testing::Test {
+class Tpoolctl : public DaemonSuite<Tpoolctl> {
+ public:
+  static std::string daemon_config() { return "[metrics]\nenabled = false\n"; }
+
  protected:
-  static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess("[metrics]\nenabled = false\n");
-    ASSERT_TRUE(daemon_->started()) << daemon_->log();
-  }
-  static void TearDownTestSuite() {
-    EXPECT_EQ(daemon_->stop(), std::optional<int>(0)) << daemon_->log();
-    delete daemon_;
-  }
   // tpoolctl --address <daemon> args...
   static CtlRun run(std::vector<std::string> args, const std::string& input = "") {
     args.insert(args.begin(), {"--address", daemon_->address()});
     return ctl(std::move(args), input);
   }
-  static inline DaemonProcess* daemon_ = nullptr;
 };
 
 TEST(TpoolctlOffline, VersionAndHelpNeedNoDaemon) {

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -146,6 +147,24 @@ class DaemonProcess {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tpool::v1::JobService::Stub> jobs_;
   std::unique_ptr<tpool::v1::AdminService::Stub> admin_;
+};
+
+// A test suite sharing one daemon: started before the suite's first test
+// with Suite::daemon_config() (TOML), stopped after its last, and expected
+// to exit 0.
+template <class Suite>
+class DaemonSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new DaemonProcess(Suite::daemon_config());
+    ASSERT_TRUE(daemon_->started()) << daemon_->log();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(daemon_->stop(), std::optional<int>(0)) << daemon_->log();
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  static inline DaemonProcess* daemon_ = nullptr;
 };
 
 inline tpool::v1::JobRequest job(const std::string& handler, const std::string& payload,

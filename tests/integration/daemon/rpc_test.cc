@@ -12,21 +12,16 @@ namespace {
 
 using tpool::v1::JobResult;
 
-class Rpc : public ::testing::Test {
+class Rpc : public DaemonSuite<Rpc> {
+ public:
+  // A small payload limit to reach INVALID_ARGUMENT without big messages,
+  // and a small message limit for RESOURCE_EXHAUSTED from gRPC itself.
+  static std::string daemon_config() {
+    return "[server]\nmax_payload_bytes = 4096\nmax_message_bytes = 65536\n"
+           "[metrics]\nenabled = false\n";
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    // A small payload limit to reach INVALID_ARGUMENT without big messages,
-    // and a small message limit for RESOURCE_EXHAUSTED from gRPC itself.
-    daemon_ = new DaemonProcess(
-        "[server]\nmax_payload_bytes = 4096\nmax_message_bytes = 65536\n"
-        "[metrics]\nenabled = false\n");
-    ASSERT_TRUE(daemon_->started()) << daemon_->log();
-  }
-  static void TearDownTestSuite() {
-    auto rc = daemon_->stop();
-    EXPECT_EQ(rc, std::optional<int>(0)) << daemon_->log();
-    delete daemon_;
-  }
   static DaemonProcess& d() { return *daemon_; }
 
   static grpc::Status execute(const tpool::v1::JobRequest& req, JobResult& out,
@@ -54,7 +49,6 @@ class Rpc : public ::testing::Test {
     }
     return false;
   }
-  static inline DaemonProcess* daemon_ = nullptr;
 };
 
 TEST_F(Rpc, ListHandlersNamesEveryExamplePlugin) {

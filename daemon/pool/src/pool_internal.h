@@ -262,7 +262,6 @@ struct Pool::Impl {
   std::mutex spawn_mu;
   std::mutex shutdown_mu;
   bool joined = false;
-  std::atomic<std::uint64_t> shutdown_finished{0};  // cancelled by the shutdown scan
   std::mutex idle_mu;                               // shutdown waits for accepted == finished
   std::condition_variable idle_cv;
   // Blocked submitters and waiters.

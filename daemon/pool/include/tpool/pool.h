@@ -91,7 +91,6 @@ class WaitGroup {
 
  private:
   std::atomic<std::int64_t> pending_{0};
-  std::atomic<std::uint32_t> waiters_{0};
   std::mutex mu_;
   std::condition_variable cv_;
 };

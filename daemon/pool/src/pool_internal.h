@@ -262,7 +262,7 @@ struct Pool::Impl {
   std::mutex spawn_mu;
   std::mutex shutdown_mu;
   bool joined = false;
-  std::mutex idle_mu;                               // shutdown waits for accepted == finished
+  std::mutex idle_mu;  // shutdown waits for accepted == finished
   std::condition_variable idle_cv;
   // Blocked submitters and waiters.
   std::atomic<std::uint32_t> free_waiters{0};

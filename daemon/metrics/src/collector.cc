@@ -52,10 +52,11 @@ void collect_pool(const PoolStats& s, Families& f) {
             "pool.blocking_promotion_timeout_ms.")
       .value(d(s.stalls_detected));
   f.gauge("tpoold_watchdog_stalled_workers",
-          "Default-lane workers stalled at the watchdog's last tick.")
+          "Workers stalled at the watchdog's last tick (one task past the promotion timeout; "
+          "a blocking worker on blocking-lane work does not count).")
       .value(d(s.stalled_now));
   f.counter("tpoold_overflow_workers_spawned_total",
-            "Overflow workers the watchdog started because default-lane workers stalled.")
+            "Overflow workers the watchdog started because workers stalled.")
       .value(d(s.overflow_spawned));
   f.counter("tpoold_overflow_workers_retired_total",
             "Overflow workers that exited after running out of work.")

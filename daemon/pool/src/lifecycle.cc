@@ -47,7 +47,10 @@ Pool::Impl::Impl(Config c)
     w->lane = (lanes_on && i < cfg.blocking_workers) ? Lane::kBlocking : Lane::kDefault;
     if (lanes_on) {
       w->drains[0] = true;  // blocking workers help the default lane
-      w->drains[1] = w->lane == Lane::kBlocking || cfg.cpu_helps_blocking;
+      // Overflow workers drain both lanes: a stall in either lane (a worker
+      // of any lane stuck on a task, docs/algorithms.md "Watchdog") is
+      // served by them, whatever the lane of the queued work.
+      w->drains[1] = w->lane == Lane::kBlocking || w->overflow || cfg.cpu_helps_blocking;
     } else {
       w->drains[0] = true;
       w->drains[1] = false;
@@ -122,9 +125,45 @@ void Pool::Impl::watchdog_main() {
   }
 }
 
+// The watchdog's stall rule (docs/algorithms.md, "Watchdog"): a worker is
+// stalled when it has run one task for longer than
+// blocking_promotion_timeout, whatever its lane or the task's, except a
+// blocking worker running a blocking-lane task (blocking work may block:
+// that is what the lane is for). A blocking worker that helped the default
+// lane and got stuck there is stalled like a default worker: its own lane
+// waits behind it. Watchdog thread (or the manual driver) only.
+bool Pool::Impl::stalled(const Worker& w, std::int64_t now) const noexcept {
+  // Acquire pairs with run_task's release store of the stamp.
+  const std::uint64_t s = w.task_stamp.load(std::memory_order_acquire);
+  if (!detail::TaskStamp::running(s)) return false;
+  if (w.lane == Lane::kBlocking && detail::TaskStamp::lane(s) == Lane::kBlocking) return false;
+  return now - detail::TaskStamp::start_ns(s) > cfg.blocking_promotion_timeout.count();
+}
+
+// Is work of `lane` queued where a worker that drains the lane could take
+// it (inject ring, the lane's local queues, submitter queues for the default
+// lane)? Sizes are approximate: a hint for the tick's wake, not a handshake.
+// LIFO slots are left out: only their owner drains them, and an owner never
+// parks with its slot full (inv 6).
+bool Pool::Impl::lane_has_queued(Lane lane) const noexcept {
+  const auto l = static_cast<std::size_t>(lane);
+  if (inject[l]->size_approx() > 0) return true;
+  if (!uses_local_queues()) return false;
+  for (std::size_t i = 0; i < total_slots; ++i) {
+    if (workers[i]->lane == lane && workers[i]->local->size_approx() > 0) return true;
+  }
+  if (lane == Lane::kDefault) {
+    for (const auto& s : submitters) {
+      if (s->in_use.load(std::memory_order_acquire) && s->queue->size_approx() > 0) return true;
+    }
+  }
+  return false;
+}
+
 // One watchdog tick (the seed's watchdogMain body): join retired overflow
-// workers, count default-lane workers stalled on one task, spawn at most one
-// overflow worker, and tell idle overflow workers to retire.
+// workers, count stalled workers (stalled()), spawn at most one overflow
+// worker, wake one sleeping worker per lane with queued work, and tell idle
+// overflow workers to retire.
 void Pool::Impl::tick() {
   std::lock_guard lk(spawn_mu);  // serialises with spawn, shutdown's joins
   if (joined) return;
@@ -139,30 +178,33 @@ void Pool::Impl::tick() {
     }
   }
   const std::int64_t now = now_ns();
-  const std::int64_t limit = cfg.blocking_promotion_timeout.count();
-  std::size_t stalled = 0;
+  std::size_t stalled_count = 0;
   for (std::size_t i = 0; i < total_slots; ++i) {
     Worker& w = *workers[i];
-    if (w.lane != Lane::kDefault || !w.thread.joinable()) continue;
-    // Acquire pairs with run_task's release store of the start time.
-    const std::int64_t t0 = w.task_started_ns.load(std::memory_order_acquire);
-    if (t0 != 0 && now - t0 > limit) {
-      ++stalled;
-      const std::uint64_t task = w.tasks_started.load(std::memory_order_relaxed);
-      if (w.wd_stalled_task != task) {  // count each stalled task once
-        w.wd_stalled_task = task;
-        stalls_detected.fetch_add(1, std::memory_order_relaxed);
-      }
+    if (!w.thread.joinable() || !stalled(w, now)) continue;
+    ++stalled_count;
+    const std::uint64_t task = w.tasks_started.load(std::memory_order_relaxed);
+    if (w.wd_stalled_task != task) {  // count each stalled task once
+      w.wd_stalled_task = task;
+      stalls_detected.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  stalled_now.store(stalled, std::memory_order_relaxed);
-  if (stalled > 0 && accepting.load(std::memory_order_relaxed)) {
+  stalled_now.store(stalled_count, std::memory_order_relaxed);
+  if (stalled_count > 0 && accepting.load(std::memory_order_relaxed)) {
     for (std::size_t i = core_slots; i < total_slots; ++i) {
       if (!workers[i]->thread.joinable()) {
         if (start_worker(i, true)) overflow_spawned.fetch_add(1, std::memory_order_relaxed);
         break;
       }
     }
+  }
+  // A backstop for wakes that were skipped on an awake count which includes
+  // a worker stuck in a task (coalescing skips while awake[lane] > 0, and a
+  // stuck worker stays counted): a lane with queued work never waits longer
+  // than one tick while a worker that drains it sleeps. wake_one wakes at
+  // most one, and only a worker that is asleep (nobody: nothing to do).
+  for (std::size_t l = 0; l < (lanes_on ? kLaneCount : 1); ++l) {
+    if (lane_has_queued(static_cast<Lane>(l))) (void)wake_one(static_cast<Lane>(l));
   }
   // Retire: an overflow worker parked through two whole ticks (2 x interval).
   for (std::size_t i = core_slots; i < total_slots; ++i) {

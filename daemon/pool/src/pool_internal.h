@@ -35,6 +35,7 @@
 //       in awake_[L] while its sleep state is running.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -178,6 +179,26 @@ void push_always(Ring& ring, T v) noexcept {
 
 enum class SleepState : std::uint32_t { kRunning, kSleeping };
 
+// What the watchdog knows of the task a worker runs: its start time and its
+// lane, in one word so that a tick never pairs one task's start with another
+// task's lane. 0 means no task. Bit 0 is set for a task, bit 1 is the lane,
+// the rest is the start in ns of Config::clock (clamped to 0..2^62: a
+// steady_clock reading since boot fits for 146 years).
+struct TaskStamp {
+  static std::uint64_t make(std::int64_t start_ns, Lane lane) noexcept {
+    const auto t = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start_ns));
+    return ((t & ((std::uint64_t{1} << 62) - 1)) << 2) |
+           (lane == Lane::kBlocking ? std::uint64_t{2} : 0) | 1;
+  }
+  static bool running(std::uint64_t s) noexcept { return (s & 1) != 0; }
+  static std::int64_t start_ns(std::uint64_t s) noexcept {
+    return static_cast<std::int64_t>(s >> 2);
+  }
+  static Lane lane(std::uint64_t s) noexcept {
+    return (s & 2) != 0 ? Lane::kBlocking : Lane::kDefault;
+  }
+};
+
 struct Worker {
   // ---- owner-only (inv 3) ----
   Entry lifo = kNoEntry;
@@ -196,7 +217,8 @@ struct Worker {
   LatencyHistogram wait_hist[kLaneCount];
   LatencyHistogram run_hist[kLaneCount];
   alignas(kCacheLine) std::atomic<SleepState> sleep{SleepState::kRunning};
-  std::atomic<std::int64_t> task_started_ns{0};  // 0: idle. Watchdog only.
+  // The task this worker runs, for the watchdog (TaskStamp; 0: none).
+  std::atomic<std::uint64_t> task_stamp{0};
   std::atomic<std::uint64_t> tasks_started{0};
   std::atomic<bool> busy{false};
   std::atomic<bool> parked{false};  // inside the condvar wait (stats, overflow retire)
@@ -316,6 +338,8 @@ struct Pool::Impl {
   bool start_worker(std::size_t slot, bool overflow);
   void watchdog_main();
   void tick();
+  bool stalled(const detail::Worker& w, std::int64_t now) const noexcept;
+  bool lane_has_queued(Lane lane) const noexcept;
   void join_all();
   std::uint64_t sum_accepted() const;
   std::uint64_t sum_finished() const;

@@ -191,8 +191,9 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
                          std::memory_order_relaxed);  // progress(): one writer
   if (watched) {
     // Release pairs with the watchdog's acquire: a stall is judged on this
-    // task's start, never on an older one.
-    w->task_started_ns.store(kTimestamps ? start : now_ns(), std::memory_order_release);
+    // task's start and lane, never on an older task's.
+    w->task_stamp.store(detail::TaskStamp::make(kTimestamps ? start : now_ns(), d.lane),
+                        std::memory_order_release);
   }
   DescState outcome = DescState::kCompleted;
   try {
@@ -200,7 +201,11 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   } catch (...) {  // a task's exception never kills a worker: it fails the task
     outcome = DescState::kFailed;
   }
-  if (watched) w->task_started_ns.store(outer ? now_ns() : 0, std::memory_order_release);
+  if (watched) {
+    // Back in the outer task (help_wait): it counts from now, in its lane.
+    w->task_stamp.store(outer ? detail::TaskStamp::make(now_ns(), outer->lane) : 0,
+                        std::memory_order_release);
+  }
   w->busy.store(outer != nullptr, std::memory_order_relaxed);
   tls.current = outer;
   if constexpr (kTimestamps) {

@@ -131,9 +131,11 @@ struct Config {
   std::size_t blocking_workers = 0;
   bool cpu_helps_blocking = false;
 
-  // Watchdog: every watchdog_interval, default-lane workers running one task
-  // for longer than blocking_promotion_timeout count as stalled, and one
-  // overflow worker (up to max_overflow_workers) is spawned per tick.
+  // Watchdog: every watchdog_interval, a worker running one task for longer
+  // than blocking_promotion_timeout counts as stalled (any worker, any lane,
+  // except a blocking worker running a blocking-lane task), and one overflow
+  // worker (up to max_overflow_workers; they drain both lanes) is spawned per
+  // tick. Each tick also wakes one sleeping worker per lane with queued work.
   // Zero max_overflow_workers and a zero interval switch it off entirely.
   std::chrono::nanoseconds watchdog_interval{0};
   std::chrono::nanoseconds blocking_promotion_timeout = std::chrono::milliseconds(100);

@@ -12,7 +12,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/dev/null)
 
-.PHONY: help deps build release test test-dev format-check tsan asan bench bench-report run format tidy package clean
+.PHONY: help deps build release test test-dev format-check tsan asan fuzz mutate bench bench-report run format tidy package clean
 
 help:
 	@echo "make run           build (release) and start tpoold with the example plugins"
@@ -22,6 +22,9 @@ help:
 	@echo "                   tpoold against gearmand: bench/peers/run.sh); make bench-report"
 	@echo "                   turns the peers' results into docs/benchmarks.md's table and plot"
 	@echo "make tsan | asan   build and test under ThreadSanitizer | Address+UB sanitizers"
+	@echo "make fuzz          the pool's fuzz harness for longer: FUZZ_SECONDS (default 30) per seed"
+	@echo "                   family, 20 families; FUZZ_PRESET=tsan runs it under ThreadSanitizer"
+	@echo "make mutate        mutation testing of the pool and queues (scripts/mutate.sh; slow)"
 	@echo "make format | format-check | tidy | package | clean"
 
 deps:
@@ -56,6 +59,20 @@ asan: deps
 	$(CMAKE) --preset asan
 	$(CMAKE) --build --preset asan -j $(JOBS)
 	$(CTEST) --preset asan
+
+# The fuzz harness with a longer budget than make test's 3 s per seed family
+# (docs/algorithms.md, "Fuzz"). A failure names the seed to replay.
+FUZZ_SECONDS ?= 30
+FUZZ_PRESET ?= dev
+fuzz: deps
+	$(CMAKE) --preset $(FUZZ_PRESET)
+	$(CMAKE) --build --preset $(FUZZ_PRESET) -j $(JOBS) --target pool_fuzz_test
+	TPOOL_FUZZ_SECONDS=$(FUZZ_SECONDS) build/$(FUZZ_PRESET)/tests/fuzz/pool/pool_fuzz_test \
+	  --gtest_filter='Seeds/*'
+
+# Mutation testing (docs/algorithms.md, "Mutation testing"): not part of make test.
+mutate: deps
+	scripts/mutate.sh
 
 bench: deps
 	$(CMAKE) --preset bench

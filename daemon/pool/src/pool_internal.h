@@ -28,11 +28,12 @@
 //       then a seq_cst fence, then sums the accepted counters. So either the
 //       submitter sees the shutdown and undoes its count, or shutdown sees the
 //       count and waits for the task.
-//   (6) Wake protocol (docs/wake-protocol.md): a worker publishes `sleeping`
-//       and leaves `awake_`, fences, then re-checks every queue it may drain
-//       before it parks; a submitter publishes work, fences, then reads
-//       `awake_` / scans sleep states. Every worker that drains lane L counts
-//       in awake_[L] while its sleep state is running.
+//   (6) Wake protocol (docs/wake-protocol.md; the code is
+//       tpool/pool/sleep_wake.h, which the Relacy model runs too): a worker
+//       publishes `sleeping` and leaves `awake`, fences, then re-checks every
+//       queue it may drain before it parks; a submitter publishes work,
+//       fences, then reads `awake` / scans sleep states. Every worker that
+//       drains lane L counts in awake[L] while its sleep state is running.
 #pragma once
 
 #include <algorithm>
@@ -50,6 +51,7 @@
 #include "tpool/pool/bounded_ring.h"
 #include "tpool/pool/desc_cache.h"
 #include "tpool/pool/ring_queue.h"
+#include "tpool/pool/sleep_wake.h"
 #include "tpool/pool/work_deque.h"
 
 namespace tpool {
@@ -177,7 +179,8 @@ void push_always(Ring& ring, T v) noexcept {
   while (!ring.try_push(v)) std::this_thread::yield();
 }
 
-enum class SleepState : std::uint32_t { kRunning, kSleeping };
+// The handshake of inv 6, as the pool compiles it (sleep_wake.h).
+using Wake = SleepWake<StdAtomics, StdSync>;
 
 // What the watchdog knows of the task a worker runs: its start time and its
 // lane, in one word so that a tick never pairs one task's start with another

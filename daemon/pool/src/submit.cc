@@ -10,7 +10,6 @@ namespace tpool {
 using detail::Descriptor;
 using detail::DescState;
 using detail::Entry;
-using detail::SleepState;
 using detail::Submitter;
 using detail::Worker;
 
@@ -350,30 +349,22 @@ void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
   detail::push_always(*inject[static_cast<std::size_t>(lane)], e);
 }
 
-// The waker's side of the handshake (inv 6; docs/wake-protocol.md, w1..w3).
+// The waker's side of the handshake (inv 6; docs/wake-protocol.md, w1..w3;
+// the steps are detail::SleepWake::wake_needed and wake_one in sleep_wake.h).
+// A caller that has just fenced after its push passes fenced = true.
 void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
-  // w1: order the push of work before the reads of the sleep state below;
-  // pairs with the fence in idle() after a worker publishes `sleeping`.
-  // Acquire/release cannot order a store before a later load. (A caller
-  // that has just fenced passes fenced = true.)
-  if (!fenced) std::atomic_thread_fence(std::memory_order_seq_cst);
-  const auto l = static_cast<std::size_t>(lane);
-  const std::int64_t up = awake[l].load(std::memory_order_relaxed);  // ordered by the fence
-  // w2: coalescing. Skipping is safe while some worker that drains this lane
-  // is awake: it re-checks the queues after publishing `sleeping`.
-  if (cfg.wake_coalesce_batch > 1 && up > 0) {
-    // Callers without a slot of their own (gRPC threads, a worker's spill)
-    // count per thread, so every B-th of their submits still wakes someone.
-    static thread_local std::uint32_t thread_tick = 0;
-    std::uint32_t& t = tick ? *tick : thread_tick;
-    if (++t % cfg.wake_coalesce_batch != 0) return;
-  }
-  // Everyone who could take it is awake: nothing to wake.
-  if (up >= static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
-                                      overflow_active.load(std::memory_order_relaxed)) &&
-      started.load(std::memory_order_relaxed) >= cfg.max_threads) {
-    return;
-  }
+  // Callers without a slot of their own (gRPC threads, a worker's spill)
+  // count per thread, so every B-th of their submits still wakes someone.
+  static thread_local std::uint32_t thread_tick = 0;
+  const bool wake = detail::Wake::wake_needed(
+      awake[static_cast<std::size_t>(lane)], fenced, tick ? *tick : thread_tick,
+      cfg.wake_coalesce_batch, [&](std::int64_t up) {
+        // Everyone who could take it is awake and the pool cannot grow.
+        return up >= static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
+                                               overflow_active.load(std::memory_order_relaxed)) &&
+               started.load(std::memory_order_relaxed) >= cfg.max_threads;
+      });
+  if (!wake) return;
   if (!wake_one(lane)) {
     // w3 found nobody asleep: grow towards max_threads if we can.
     std::size_t n = started.load(std::memory_order_acquire);
@@ -385,31 +376,10 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
   }
 }
 
-// w3: scan sleep states from a rotating hint and wake at most one worker that
-// drains `lane`. True if one was woken.
+// w3: wake at most one parked worker that drains `lane`. True if one was woken.
 bool Pool::Impl::wake_one(Lane lane) {
-  const auto l = static_cast<std::size_t>(lane);
-  const std::size_t n = total_slots;
-  const std::size_t start_at = wake_hint.fetch_add(1, std::memory_order_relaxed) % n;
-  for (std::size_t k = 0; k < n; ++k) {
-    Worker& w = *workers[(start_at + k) % n];
-    if (!w.drains[l]) continue;
-    SleepState expect = SleepState::kSleeping;
-    if (w.sleep.load(std::memory_order_relaxed) != expect) continue;
-    // seq_cst: part of the handshake's total order with the worker's own
-    // CAS in idle() (exactly one of us moves it back to running).
-    if (w.sleep.compare_exchange_strong(expect, SleepState::kRunning, std::memory_order_seq_cst)) {
-      for (std::size_t x = 0; x < kLaneCount; ++x) {
-        if (w.drains[x]) awake[x].fetch_add(1, std::memory_order_seq_cst);
-      }
-      {
-        std::lock_guard lk(w.park_mu);  // the worker checks `sleep` under this mutex
-      }
-      w.park_cv.notify_one();
-      return true;
-    }
-  }
-  return false;
+  return detail::Wake::wake_one(static_cast<std::size_t>(lane), total_slots, wake_hint, awake,
+                                [&](std::size_t i) -> Worker& { return *workers[i]; });
 }
 
 }  // namespace tpool

@@ -12,7 +12,6 @@ using detail::Descriptor;
 using detail::DescState;
 using detail::Entry;
 using detail::kNoEntry;
-using detail::SleepState;
 using detail::Worker;
 
 thread_local ThreadCtx tls;
@@ -286,52 +285,17 @@ bool Pool::Impl::work_visible(Worker* w) {
   return false;
 }
 
-// The sleep transition (docs/wake-protocol.md, c1..c3). Returns false when
-// the worker should exit.
+// The sleep transition (docs/wake-protocol.md, c1..c3; the steps are
+// detail::SleepWake::idle in sleep_wake.h). Returns false when the worker
+// should exit.
 bool Pool::Impl::idle(Worker* w) {
-  // c1: publish `sleeping`, then leave the awake count of each lane we drain.
-  // seq_cst: these must precede the re-check's loads in the total order the
-  // waker's fence joins (store-buffering; acquire/release is not enough).
-  w->sleep.store(SleepState::kSleeping, std::memory_order_seq_cst);
-  for (std::size_t l = 0; l < kLaneCount; ++l) {
-    if (w->drains[l]) awake[l].fetch_sub(1, std::memory_order_seq_cst);
-  }
-  // c2: fence, then re-check every queue we may drain.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const bool exiting = stop.load(std::memory_order_acquire) ||
-                       (w->overflow && w->retire.load(std::memory_order_acquire));
-  if (exiting || work_visible(w)) {
-    SleepState expect = SleepState::kSleeping;
-    // Take ourselves back; if a waker beat us to it, it already counted us.
-    if (w->sleep.compare_exchange_strong(expect, SleepState::kRunning, std::memory_order_seq_cst)) {
-      for (std::size_t l = 0; l < kLaneCount; ++l) {
-        if (w->drains[l]) awake[l].fetch_add(1, std::memory_order_seq_cst);
-      }
-    }
-    return !exiting;
-  }
-  // c3: park until a waker flips us to running (under park_mu, so its notify
-  // cannot fall between our check and our wait).
-  w->counters.bump(w->counters.parks);
-  {
-    std::unique_lock lk(w->park_mu);
-    w->parked.store(true, std::memory_order_relaxed);
-    w->park_cv.wait(lk, [&] {
-      return w->sleep.load(std::memory_order_acquire) == SleepState::kRunning ||
-             stop.load(std::memory_order_acquire) ||
-             (w->overflow && w->retire.load(std::memory_order_acquire));
-    });
-    w->parked.store(false, std::memory_order_relaxed);
-  }
-  SleepState expect = SleepState::kSleeping;
-  if (w->sleep.compare_exchange_strong(expect, SleepState::kRunning, std::memory_order_seq_cst)) {
-    // Woken by stop/retire rather than by a waker: count ourselves back in.
-    for (std::size_t l = 0; l < kLaneCount; ++l) {
-      if (w->drains[l]) awake[l].fetch_add(1, std::memory_order_seq_cst);
-    }
-  }
-  return !(stop.load(std::memory_order_acquire) ||
-           (w->overflow && w->retire.load(std::memory_order_acquire)));
+  return detail::Wake::idle(
+      *w, awake,
+      [&] {
+        return stop.load(std::memory_order_acquire) ||
+               (w->overflow && w->retire.load(std::memory_order_acquire));
+      },
+      [&] { return work_visible(w); }, [&] { w->counters.bump(w->counters.parks); });
 }
 
 void Pool::Impl::worker_main(Worker* w) {
@@ -362,11 +326,8 @@ void Pool::Impl::worker_main(Worker* w) {
   // Leave the awake count (we were counted: every path out of idle() ends
   // running), then, as in the sleep transition, fence and re-check: a waker
   // that skipped its wake because it counted us must not strand its task.
-  for (std::size_t l = 0; l < kLaneCount; ++l) {
-    if (w->drains[l]) awake[l].fetch_sub(1, std::memory_order_seq_cst);
-  }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!stop.load(std::memory_order_acquire) && work_visible(w)) {
+  if (detail::Wake::leave(
+          *w, awake, [&] { return !stop.load(std::memory_order_acquire) && work_visible(w); })) {
     for (std::size_t l = 0; l < kLaneCount; ++l) {
       if (w->drains[l]) (void)wake_one(static_cast<Lane>(l));
     }

@@ -13,12 +13,15 @@
 //   - live descriptors == the handles still unwaited, then 0 after waiting;
 //   - submitted == completed + failed + cancelled.
 //
-// ctest runs a fixed list of seeds (one entry each); TPOOL_FUZZ_SEED=<n>
+// ctest runs a fixed list of seed families (one entry each, 3 s each unless
+// TPOOL_FUZZ_SECONDS says otherwise; `make fuzz` runs longer); TPOOL_FUZZ_SEED=<n>
 // replays one seed, and the failure message always names the seed.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -409,13 +412,39 @@ std::string run_sequence(std::uint64_t seed) {
 
 class PoolFuzz : public ::testing::TestWithParam<std::uint64_t> {};
 
+// Seconds each seed family runs: TPOOL_FUZZ_SECONDS, else 3 (make test;
+// `make fuzz` passes a longer budget). A family runs the sequences
+// family * 1000 + 0, 1, 2, ... until its budget is spent (at least 3, at most
+// 1000, so families never share a seed); the seeds are deterministic, only
+// how many run depends on the machine.
+double fuzz_budget_seconds() {
+  const char* s = std::getenv("TPOOL_FUZZ_SECONDS");
+  if (s == nullptr || *s == '\0') return 3.0;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || *end != '\0' || !(v > 0)) {
+    ADD_FAILURE() << "TPOOL_FUZZ_SECONDS='" << s
+                  << "' is not a positive number of seconds; e.g. TPOOL_FUZZ_SECONDS=60";
+    return 3.0;
+  }
+  return v;
+}
+
 TEST_P(PoolFuzz, EveryAcceptedTaskEndsExactlyOnce) {
-  constexpr int kIterations = 3;
-  for (int it = 0; it < kIterations; ++it) {
+  constexpr int kMinIterations = 3;
+  constexpr int kMaxIterations = 1000;
+  const auto budget = std::chrono::duration<double>(fuzz_budget_seconds());
+  const auto t0 = std::chrono::steady_clock::now();
+  int it = 0;
+  for (; it < kMaxIterations; ++it) {
+    if (it >= kMinIterations && std::chrono::steady_clock::now() - t0 >= budget) break;
     const std::uint64_t seed = GetParam() * 1000 + static_cast<std::uint64_t>(it);
     const std::string err = run_sequence(seed);
     ASSERT_EQ(err, "") << "replay with TPOOL_FUZZ_SEED=" << seed;
   }
+  std::printf("seed family %llu: %d sequences in %.1f s\n",
+              static_cast<unsigned long long>(GetParam()), it,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 TEST(PoolFuzzReplay, FromEnvironment) {

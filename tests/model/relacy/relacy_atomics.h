@@ -19,6 +19,11 @@
 // standard library are compiled unchanged; models use RL_ASSERT explicitly.
 #pragma once
 
+// Before relacy.hpp: its macros (errno, the pthread and sem_* names) break
+// these standard headers, which sleep_wake.h includes.
+#include <condition_variable>
+#include <mutex>
+
 #include <relacy/relacy.hpp>
 
 #undef memory_order_relaxed
@@ -172,6 +177,31 @@ struct RelacyAtomics {
     }
     a.store(desired, rl::mo_release, info(loc));
     return true;
+  }
+};
+
+}  // namespace tpool::model
+
+namespace tpool::model {
+
+// sleep_wake.h's mutex/condition-variable policy mapped onto Relacy's, so the
+// model sees every blocking step (and reports a deadlock when every thread
+// waits on a condition variable nobody will notify).
+struct RelacySync {
+  using Mutex = rl::mutex;
+  using CondVar = rl::condition_variable;
+  static void lock(Mutex& m, std::source_location loc = std::source_location::current()) {
+    m.lock(info(loc));
+  }
+  static void unlock(Mutex& m, std::source_location loc = std::source_location::current()) {
+    m.unlock(info(loc));
+  }
+  static void wait(CondVar& cv, Mutex& m,
+                   std::source_location loc = std::source_location::current()) {
+    cv.wait(m, info(loc));
+  }
+  static void notify_one(CondVar& cv, std::source_location loc = std::source_location::current()) {
+    cv.notify_one(info(loc));
   }
 };
 

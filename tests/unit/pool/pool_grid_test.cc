@@ -702,7 +702,7 @@ TEST_P(PoolGrid, ShutdownDrainRunsEverything) {
   const PoolStats st = pool_->stats();
   EXPECT_EQ(st.live_descriptors, 0u);
   EXPECT_EQ(st.submitted, st.completed + st.failed + st.cancelled);
-  EXPECT_TRUE(pool_->shutdown(ShutdownMode::kDrain).ok());  // idempotent
+  EXPECT_TRUE(pool_->shutdown(ShutdownMode::kDrain, kBound).ok());  // idempotent
 }
 
 TEST_P(PoolGrid, ShutdownCancelPendingCancelsQueuedAndLetsRunningFinish) {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,8 +24,26 @@ namespace tpool::test {
 
 using namespace std::chrono_literals;
 
-// How long any bounded wait of a test may take before it counts as a hang.
-inline constexpr std::chrono::nanoseconds kBound = std::chrono::seconds(20);
+// How long any bounded wait of a test may take before it counts as a hang:
+// TPOOL_TEST_HANG_SECONDS (a positive whole number), else 20 s. Every wait in
+// the pool's tests is bounded by it (or by a shorter bound of its own), so a
+// hang fails the test with a message naming what was waited for instead of
+// reaching the ctest timeout.
+inline std::chrono::nanoseconds hang_bound() {
+  const char* s = std::getenv("TPOOL_TEST_HANG_SECONDS");
+  if (s == nullptr || *s == '\0') return std::chrono::seconds(20);
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v <= 0) {
+    std::fprintf(stderr,
+                 "TPOOL_TEST_HANG_SECONDS='%s' is not a positive whole number of seconds; "
+                 "using 20 (e.g. TPOOL_TEST_HANG_SECONDS=60)\n",
+                 s);
+    return std::chrono::seconds(20);
+  }
+  return std::chrono::seconds(v);
+}
+inline const std::chrono::nanoseconds kBound = hang_bound();
 
 // Task counts are divided by this under ThreadSanitizer (every test also runs
 // there, where each task costs tens of times more).
@@ -60,10 +80,15 @@ class Event {
     return cv_.wait_for(lk, t, [&] { return n_ <= 0; });
   }
   // For tasks held by a gate: the fixture opens every gate before it
-  // destroys the pool, so this never outlives a test.
+  // destroys the pool. Bounded like every wait: a gate left closed fails the
+  // test (from the worker's thread) and lets the task end, instead of
+  // hanging the pool's shutdown.
   void wait() {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return n_ <= 0; });
+    if (!wait_for(kBound)) {
+      ADD_FAILURE() << "a task held on a gate waited "
+                    << std::chrono::duration_cast<std::chrono::seconds>(kBound).count()
+                    << " s (TPOOL_TEST_HANG_SECONDS) and the test never opened it";
+    }
   }
   bool is_open() const {
     std::lock_guard lk(mu_);

@@ -5,6 +5,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tpool/metrics/exporter.h"
 
@@ -19,6 +21,29 @@ bool same(const std::string& a, const std::string& b) {
     diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
   }
   return diff == 0 && !b.empty();
+}
+
+// CivetWeb gives each connection a thread of its own until the connection
+// ends, so the numbers below decide how many idle or slow clients it takes to
+// keep a scrape from being served (issue 13, item 8; docs/metrics.md,
+// "Idle and slow connections"):
+// - num_threads: 8 connections are served at once; a scrape takes well
+//   under a millisecond (docs/benchmarks.md, Metrics), so 8 is for clients
+//   that do not send, not for load. Picked by hand.
+// - request_timeout_ms: a connection that has not sent a whole request
+//   within 2 s is closed, so a thread held by an idle or dripping client is
+//   back within 2 s. Far above a real request's few microseconds on loopback
+//   or a LAN; far below Prometheus' default 10 s scrape timeout.
+// - enable_keep_alive: no; a thread is then free as soon as its reply is
+//   sent, instead of waiting for a next request that an idle Prometheus
+//   connection may never send. Prometheus opens one connection per scrape
+//   interval at worst; its cost is nothing next to a scrape's.
+// Connections beyond the 8 wait in CivetWeb's accept queue, in order, and
+// are served as the threads come back: many idle clients delay a scrape
+// by about (idle clients / 8) x 2 s, they do not stop it.
+std::vector<std::string> civetweb_options(const std::string& listen) {
+  return {"listening_ports",    listen, "num_threads",       "8",
+          "request_timeout_ms", "2000", "enable_keep_alive", "no"};
 }
 
 }  // namespace
@@ -40,9 +65,7 @@ Result<std::unique_ptr<Exporter>> Exporter::start(Sources sources, ExporterOptio
   std::unique_ptr<Exporter> e(new Exporter());
   e->collector_ = std::make_shared<Collector>(std::move(sources));
   try {
-    // Two serving threads: an HA pair of Prometheus servers (or one plus a
-    // curl) scrapes at once; a scrape is short (docs/benchmarks.md, Metrics).
-    e->exposer_ = std::make_unique<prometheus::Exposer>(opts.listen, 2);
+    e->exposer_ = std::make_unique<prometheus::Exposer>(civetweb_options(opts.listen));
   } catch (const std::exception& ex) {
     return Status::InvalidArgument("cannot serve metrics on '" + opts.listen + "' (" + ex.what() +
                                    "); pick a free host:port for metrics.listen");

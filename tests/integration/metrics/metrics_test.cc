@@ -264,6 +264,36 @@ TEST(Metrics, BasicAuthGuardsTheEndpoint) {
   EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
 }
 
+TEST(Metrics, ScrapesSucceedWhileIdleConnectionsAreHeldOpen) {
+  // Issue 13, item 8: two half-open connections used to take both of
+  // CivetWeb's threads for its 30 s request timeout, and every scrape failed.
+  // Here twelve clients connect and stall (half send nothing, half a partial
+  // request line), renewed before every scrape, as a port scanner or a
+  // stuck client would; each scrape must still be answered within
+  // http_get's 10 s bound (Prometheus' default scrape timeout is 10 s).
+  TempDir dir;
+  MetricsDaemon m(dir);
+  ASSERT_TRUE(m.daemon.started()) << m.daemon.log();
+  ASSERT_GT(m.port, 0) << m.daemon.log();
+  constexpr int kIdle = 12;
+  constexpr int kScrapes = 4;
+  std::vector<int> idle;
+  for (int round = 0; round < kScrapes; ++round) {
+    for (int fd : idle) ::close(fd);
+    idle.clear();
+    for (int i = 0; i < kIdle; ++i) {
+      const int fd = idle_connection(m.port, i % 2 == 0 ? "" : "GET /metr");
+      ASSERT_GE(fd, 0) << "idle connection " << i;
+      idle.push_back(fd);
+    }
+    HttpReply r = http_get(m.port, "/metrics");
+    EXPECT_EQ(r.status, 200) << "scrape " << round << " with " << kIdle << " idle connections open";
+    EXPECT_NE(r.body.find("tpoold_build_info"), std::string::npos) << "scrape " << round;
+  }
+  for (int fd : idle) ::close(fd);
+  EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
+}
+
 // A PromQL instant query through Prometheus' HTTP API; the value of a
 // one-sample vector result, or nullopt (no data yet, or an error).
 std::optional<double> promql(int port, const std::string& query) {

@@ -85,6 +85,25 @@ inline HttpReply http_get(int port, const std::string& target, const std::string
   return r;
 }
 
+// A connection to 127.0.0.1:port that sends `partial` (possibly nothing) and
+// then stays idle: what a stuck or slow client does. The fd (-1 on failure);
+// the caller closes it.
+inline int idle_connection(int port, const std::string& partial = "") {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      (!partial.empty() && ::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL) !=
+                               static_cast<ssize_t>(partial.size()))) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A port that was free a moment ago (for programs that take no port 0).
 inline int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -3,10 +3,12 @@
 # it, and judge its report.
 #
 #   run_spin.sh --model FILE --workdir DIR --claim safe|live --expect pass|fail
-#               [--spin PATH] [--cc PATH] [-- SPIN_DEFINES...]
+#               [--spin PATH] [--cc PATH] [--nfair N] [-- SPIN_DEFINES...]
 #
 #   --claim safe   safety search against the never claim `safe`:  ./pan -N safe
 #   --claim live   acceptance cycles under weak fairness:          ./pan -a -f -N live
+#   --nfair N      pan's NFAIR for the liveness search (default 2: enough
+#                  for wake.pml; lanes.pml has more processes and needs 3)
 #   --expect pass  exit 0 only if pan says "errors: 0" after a complete search
 #   --expect fail  exit 0 only if pan reports errors > 0 (a known-bad variant);
 #                  the counterexample is replayed into DIR/counterexample.txt
@@ -15,7 +17,7 @@
 # first, so checks running in parallel must get different directories.
 set -euo pipefail
 
-model="" workdir="" claim="" expect="" spin="spin" cc="cc"
+model="" workdir="" claim="" expect="" spin="spin" cc="cc" nfair=2
 defines=()
 while (($#)); do
   case "$1" in
@@ -25,6 +27,7 @@ while (($#)); do
     --expect) expect="$2"; shift 2 ;;
     --spin) spin="$2"; shift 2 ;;
     --cc) cc="$2"; shift 2 ;;
+    --nfair) nfair="$2"; shift 2 ;;
     --) shift; defines=("$@"); break ;;
     *) echo "run_spin.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -63,6 +66,8 @@ panflags=(-m200000 -N "$claim")
 if [[ "$claim" == safe ]]; then
   cflags+=(-DSAFETY)
 else
+  # Weak fairness needs room for every process (pan's default is 2).
+  cflags+=(-DNFAIR="$nfair")
   panflags=(-a -f "${panflags[@]}")
 fi
 "$cc" "${cflags[@]}" -o pan pan.c

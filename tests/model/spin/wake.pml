@@ -74,10 +74,10 @@
  * no LIFO slots or local queues, every push goes to the inject ring and
  * workers drain only it).
  *
- * Not modelled: shutdown and overflow-worker retirement (they wake workers
- * through the same mutex but do not take part in the lost-wakeup argument),
- * spurious condvar wakeups (the wait loop checks again and waits again), the
- * lanes (each lane is its own instance of this protocol), and the
+ * Not modelled here: shutdown and overflow-worker retirement (lanes.pml
+ * models retirement and the exit path), spurious condvar wakeups (the wait
+ * loop checks again and waits again), the lanes (lanes.pml: workers that
+ * drain both lanes, producers of the other lane, the watchdog), and the
  * non-empty-worker bitmap (a hint for stealers; the re-check reads every
  * queue, not the bitmap), and the spill after an inject drain or a steal (a
  * worker moving tasks into its own local queue: it is awake and takes them

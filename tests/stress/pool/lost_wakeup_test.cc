@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,11 @@ struct Point {
 std::string point_name(const Point& p) {
   return std::string(to_string(p.scheduler)) + "_" + std::string(to_string(p.queue)) + "_b" +
          std::to_string(p.batch);
+}
+
+// gtest prints the parameter in ctest's test names: the point's name, not bytes.
+void PrintTo(const Point& p, std::ostream* os) {
+  *os << point_name(p);
 }
 
 std::vector<Point> all_points() {

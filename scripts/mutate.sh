@@ -17,6 +17,9 @@
 #                  timeout, with the time it took
 #   --keep         leave the scratch copy (default: deleted at the end)
 #
+# TPOOL_MUTATE_TESTS=<ctest regex> runs those tests for every mutation instead
+# of each row's own (e.g. to ask whether a stress test alone catches it).
+#
 # Scratch: $TPOOL_MUTATE_DIR (default /tmp/tpool-mutate). Output: a table on
 # stdout, the logs of each mutation under the scratch directory while it
 # exists.
@@ -36,7 +39,7 @@ while [[ $# -gt 0 ]]; do
       shift
       ;;
     -h | --help)
-      sed -n '2,24p' "$0"
+      sed -n '2,27p' "$0"
       exit 0
       ;;
     -*)
@@ -71,6 +74,7 @@ printf '%-34s %-58s %s\n' "--------" "---------" "----------------"
 survivors=0
 while IFS=$'\t' read -r name file script targets regex what; do
   [[ -z "$name" || "$name" == \#* ]] && continue
+  regex=${TPOOL_MUTATE_TESTS:-$regex}
   if [[ -n "$filter" ]] && ! grep -Eq -- "$filter" <<<"$name"; then continue; fi
   log="$logs/$name.log"
   cp "$root/$file" "$src/$file"

@@ -114,9 +114,15 @@ void parent_task(void* c) {
   auto* r = static_cast<Round*>(c);
   SubmitOptions o;
   o.lane = r->lane;
-  for (int i = 0; i < nested_children(r->lane); ++i) {
-    if (!this_task::pool()->submit({&start_task, r}, o).ok()) r->child_failures.fetch_add(1);
+  const int n = nested_children(o.lane);
+  int failed = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!this_task::pool()->submit({&start_task, r}, o).ok()) ++failed;
   }
+  // The round ends (and `r` with it) once every child started, so touch it
+  // only if a child could not be submitted: then the round waits out its
+  // bound, and the shutdown after the miss waits for this task.
+  if (failed != 0) r->child_failures.fetch_add(failed);
 }
 
 // After a miss: the stranded tasks point at the round, so end them before

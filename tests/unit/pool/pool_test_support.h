@@ -205,6 +205,18 @@ inline bool eventually(const std::function<bool()>& cond, std::chrono::nanosecon
   return true;
 }
 
+// A fixture's tear-down: drain the pool with a bounded shutdown (the
+// destructor would wait for ever), then destroy it. A pool that does not drain
+// within kBound fails the test here, naming the tear-down, before the
+// destructor is left to finish the drain.
+inline void destroy_pool_bounded(std::unique_ptr<Pool>& pool) {
+  if (pool == nullptr) return;
+  const Status s = pool->shutdown(ShutdownMode::kDrain, kBound);
+  EXPECT_TRUE(s.ok()) << "tear-down: the pool did not drain within the hang bound: "
+                      << s.to_string();
+  pool.reset();
+}
+
 // One point of the variant grid.
 struct Variant {
   SchedulerVariant scheduler;

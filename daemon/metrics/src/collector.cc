@@ -200,6 +200,12 @@ void collect_rpc(const rpc::RpcSnapshot& r, Families& f) {
   f.counter("tpoold_grpc_streams_rejected_total",
             "JobService.Stream calls refused at server.max_streams.")
       .value(d(r.streams_rejected));
+  f.gauge("tpoold_stream_buffered_bytes",
+          "Bytes of Stream results finished but not yet sent, over all open streams.")
+      .value(d(r.stream_buffered_bytes));
+  f.counter("tpoold_stream_unparsable_messages_total",
+            "Stream messages that could not be parsed as a JobBatch (each ended its call).")
+      .value(d(r.stream_unparsable_messages));
 }
 
 void collect_process(const ProcessStats& p, Families& f) {

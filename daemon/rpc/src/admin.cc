@@ -96,6 +96,8 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Stats(grpc::CallbackServerContext* c
   d->set_uptime_ms(static_cast<std::uint64_t>(life_.uptime().count()));
   d->set_version(version_);
   d->set_plugin_reloads(life_.plugin_reloads());
+  d->set_stream_buffered_bytes(rs.stream_buffered_bytes);
+  d->set_stream_unparsable_messages(rs.stream_unparsable_messages);
   return finish_now(ctx, grpc::Status::OK);
 }
 

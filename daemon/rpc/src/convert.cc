@@ -106,15 +106,4 @@ int code_number(const engine::Error& e) noexcept {
   return static_cast<int>(grpc_code(e.code));
 }
 
-grpc::Status status_of(const engine::Job& job) {
-  switch (job.state()) {
-    case engine::JobState::kTimedOut:
-      return {grpc::StatusCode::DEADLINE_EXCEEDED, job.message()};
-    case engine::JobState::kCancelled:
-      return {grpc::StatusCode::CANCELLED, job.message()};
-    default:
-      return grpc::Status::OK;
-  }
-}
-
 }  // namespace tpool::rpc

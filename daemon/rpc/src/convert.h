@@ -27,9 +27,6 @@ void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::
 // The gRPC status of an engine error (adds the retry hint trailer when one is
 // given and ctx is not null).
 grpc::Status to_status(const engine::Error& e, grpc::CallbackServerContext* ctx);
-// The status of a unary call returning a final job: OK for SUCCEEDED and
-// FAILED (the result says which), DEADLINE_EXCEEDED, CANCELLED.
-grpc::Status status_of(const engine::Job& job);
 // The google.rpc.Code number of an engine error, for per-item answers.
 int code_number(const engine::Error& e) noexcept;
 

@@ -1,12 +1,14 @@
 // JobService's unary RPCs. Execute and Wait finish from the thread that ends
 // the job; the others answer at once.
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "convert.h"
+#include "parse.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
@@ -21,9 +23,15 @@ namespace {
 // call, and gRPC may call OnDone, before start() has returned.
 class JobWaitReactor final : public grpc::ServerUnaryReactor {
  public:
-  // replica: the service's, which outlives every call.
-  JobWaitReactor(tpool::v1::JobResult* resp, const std::string& replica)
-      : resp_(resp), replica_(replica) {}
+  // replica: the service's, which outlives every call. max_reply_bytes: the
+  // largest reply gRPC will send (server.max_message_bytes).
+  // call_deadline: the call's own deadline.
+  JobWaitReactor(tpool::v1::JobResult* resp, const std::string& replica,
+                 std::uint64_t max_reply_bytes, std::chrono::system_clock::time_point call_deadline)
+      : resp_(resp),
+        replica_(replica),
+        max_reply_bytes_(max_reply_bytes),
+        call_deadline_(call_deadline) {}
 
   // After submitting (or finding) the job: waits for it, or answers now.
   void watch(std::shared_ptr<engine::Job> job, bool owns, bool will_notify) {
@@ -43,7 +51,23 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   static void done(void* user, engine::Job& job) {
     auto* self = static_cast<JobWaitReactor*>(user);
     fill_result(job, self->replica_, *self->resp_);
-    self->Finish(status_of(job));
+    // A result too large to send is reported FAILED, saying so, rather than
+    // failing the call with RESOURCE_EXHAUSTED (which reads as retryable).
+    fit_result(*self->resp_, self->max_reply_bytes_);
+    // Every final state, CANCELLED and TIMED_OUT included, is a JobResult
+    // with status OK, as in a Stream (docs/api.md, "Job outcomes"). A client
+    // that cancelled its own call sees CANCELLED from its own gRPC library,
+    // whatever is sent here.
+    // A job that timed out because the call's own deadline passed (it bounds
+    // an Execute's job) is that deadline: DEADLINE_EXCEEDED, which the
+    // client's gRPC library reports at the same moment anyway. Answering OK
+    // would race with it.
+    if (job.state() == engine::JobState::kTimedOut &&
+        std::chrono::system_clock::now() >= self->call_deadline_) {
+      self->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, job.message()));
+      return;
+    }
+    self->Finish(grpc::Status::OK);
   }
 
   void OnCancel() override {
@@ -69,6 +93,8 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   }
   tpool::v1::JobResult* resp_;
   const std::string& replica_;
+  const std::uint64_t max_reply_bytes_;
+  const std::chrono::system_clock::time_point call_deadline_;
   std::atomic<int> refs_{2};
   std::mutex mu_;
   std::shared_ptr<engine::Job> job_;  // guarded by mu_
@@ -96,7 +122,7 @@ std::optional<grpc::Status> other_replica(std::uint64_t job_id, const std::strin
 grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* ctx,
                                                   const tpool::v1::JobRequest* req,
                                                   tpool::v1::JobResult* resp) {
-  auto* r = new JobWaitReactor(resp, replica_);
+  auto* r = new JobWaitReactor(resp, replica_, limits_.max_message_bytes, ctx->deadline());
   engine::JobSpec spec;
   if (auto err = to_spec(*req, ctx->deadline(), false, spec)) {
     r->fail(to_status(*err, ctx));
@@ -171,7 +197,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
   if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
-  auto* r = new JobWaitReactor(resp, replica_);
+  auto* r = new JobWaitReactor(resp, replica_, limits_.max_message_bytes, ctx->deadline());
   bool will_notify = found.value->add_waiter(&JobWaitReactor::done, r);
   r->watch(found.value, false, will_notify);
   return r;
@@ -233,7 +259,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListHandlers(grpc::CallbackServerConte
 RpcSnapshot JobServiceImpl::snapshot() const noexcept {
   return {streams_active.load(std::memory_order_relaxed),
           streams_total.load(std::memory_order_relaxed),
-          streams_rejected.load(std::memory_order_relaxed)};
+          streams_rejected.load(std::memory_order_relaxed),
+          stream_buffered_bytes.load(std::memory_order_relaxed),
+          stream_unparsable_messages.load(std::memory_order_relaxed)};
 }
 
 }  // namespace tpool::rpc

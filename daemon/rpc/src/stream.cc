@@ -1,20 +1,33 @@
 // JobService.Stream: pipelined submission over one bidi call.
 //
+// A raw (ByteBuffer) method: the reactor parses each upstream message itself
+// and serializes its own replies, so it can tell a malformed message from the
+// end of the stream (S7) and cut replies by bytes (S6).
+//
 // Thread safety (numbered invariants, cited below):
 //  (S1) Every field below mu_ is guarded by mu_. gRPC operations (StartRead,
 //       StartWrite, Finish) are never started while mu_ is held: a reaction
 //       may run inline on the calling thread and take mu_ itself. Decisions
 //       are made under mu_ and recorded as Actions, then carried out.
 //  (S2) At most one read and one write are outstanding (reading_, writing_).
-//       out_writing_ belongs to gRPC while writing_; results gather in
-//       out_pending_ meanwhile and go out in one message when the write ends
-//       (coalescing).
-//  (S3) Backpressure: items of the current upstream message are submitted in
-//       order; when the stream's window (stream_window in-flight jobs) is
-//       full, or the engine is full, the rest wait in in_ and no read is
-//       started, so HTTP/2 flow control pushes back on the client. A job end
-//       of this stream (window) or the engine's capacity callback (engine
-//       full) resumes submitting.
+//       While reading_, in_bytes_ belongs to gRPC; while writing_,
+//       out_batch_ and out_bytes_ belong to the writing side (act() fills
+//       out_bytes_ from out_batch_ outside mu_, then gRPC owns it). Results
+//       gather in pending_ meanwhile and go out in as few messages as the
+//       byte limit allows when the write ends (coalescing).
+//  (S3) Backpressure: a job holds a window slot from its submission until its
+//       result has been written (in flight, then unsent), not only until it
+//       ends; a client that does not read therefore stops the stream once
+//       stream_window results wait. The stream has room while
+//         used() = in_flight_ + unsent() < stream_window   and
+//         buffered_bytes_ + in_flight_ * largest_result_ < stream_buffer_bytes
+//       (the second charges each running job the largest result this stream
+//       has produced, so the bytes held stay near the budget: above it by at
+//       most one window of results larger than any before). Without room, or
+//       when the engine is full, the current message's remaining items wait
+//       in in_ and no read is started, so HTTP/2 flow control pushes back on
+//       the client. A written message, a job end, or the engine's capacity
+//       callback resumes submitting.
 //  (S4) The reactor lives until gRPC's OnDone, every job of this stream has
 //       reported, and the engine no longer holds it as a capacity waiter:
 //       refs_ counts those holders.
@@ -25,13 +38,30 @@
 //       has not drained yet (that drain, which exchanges after both pushes,
 //       takes it): no result is left behind. The drainer drops each
 //       drained job's reference (S4); in_flight_ counts a job until then.
+//  (S6) No reply exceeds max_message_bytes: results are added to a message
+//       while it stays under max_message_bytes - kReplyHeadroomBytes, and a
+//       message holds at least one result; a result that alone would not fit
+//       was made a FAILED result saying so in job_done (fit_result). Every
+//       result is sent or, once the client is gone, dropped with the call.
+//  (S7) An upstream message that does not parse as a JobBatch ends the call
+//       with INVALID_ARGUMENT naming its index, once the jobs of the messages
+//       before it have reported; nothing after it is read. (gRPC's typed
+//       reactor reports a failed parse as OnReadDone(false), the same as the
+//       client's half-close, so the typed method ended such a call OK.)
+//  (S8) buffered_bytes_ (pending_ and the message being written) is mirrored
+//       in the service's stream_buffered_bytes gauge; every byte added is
+//       subtracted when the result is written or dropped, or in the
+//       destructor: memory and gauge return when the call ends, however.
 #include <algorithm>
 #include <atomic>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "convert.h"
+#include "parse.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
@@ -40,7 +70,7 @@ namespace {
 using tpool::v1::JobBatch;
 using tpool::v1::ResultBatch;
 
-class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch>,
+class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                             public engine::CapacityWaiter {
  public:
   StreamReactor(JobServiceImpl& svc, grpc::CallbackServerContext* ctx) : svc_(svc), ctx_(ctx) {
@@ -54,22 +84,42 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
       return;
     }
     reading_ = true;  // as above
-    StartRead(&in_);
+    StartRead(&in_bytes_);
   }
 
-  ~StreamReactor() override { svc_.streams_active.fetch_sub(1, std::memory_order_relaxed); }
+  ~StreamReactor() override {
+    // (S8) whatever is still counted (results of a call that ended unsent).
+    pending_.clear();
+    svc_.stream_buffered_bytes.fetch_sub(buffered_bytes_, std::memory_order_relaxed);
+    svc_.streams_active.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   void OnReadDone(bool ok) override {
+    // (S2) in_bytes_ is ours until the next StartRead: parse outside mu_.
+    JobBatch batch;
+    const bool parsed = ok && parse_bytes(in_bytes_, batch);
     Actions a;
     {
       std::lock_guard lock(mu_);  // (S1)
       reading_ = false;
+      next_item_ = 0;
+      in_.Clear();
       if (!ok) {
         read_closed_ = true;
-        in_.Clear();
-        next_item_ = 0;
+      } else if (!parsed) {  // (S7)
+        svc_.stream_unparsable_messages.fetch_add(1, std::memory_order_relaxed);
+        read_closed_ = true;
+        end_status_ = grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            "message " + std::to_string(messages_read_ + 1) +
+                " of this stream (counting from 1) could not be parsed as tpool.v1.JobBatch; "
+                "the jobs of the " +
+                std::to_string(messages_read_) +
+                " messages before it were run and their results sent, nothing after it was "
+                "read: fix the client's encoding and send the rest on a new call");
       } else {
-        next_item_ = 0;
+        ++messages_read_;
+        in_.Swap(&batch);
         pump_locked();
       }
       decide_locked(a);
@@ -82,8 +132,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     {
       std::lock_guard lock(mu_);
       writing_ = false;
-      out_writing_.Clear();
-      if (!ok) write_broken_ = true;  // the client is gone; OnCancel follows
+      unbuffer_locked(out_bytes_size_);  // (S8) written, or never will be
+      out_count_ = 0;
+      out_bytes_size_ = 0;
+      if (!ok) {
+        write_broken_ = true;  // the client is gone; OnCancel follows
+        drop_pending_locked();
+      }
+      refill_locked();  // (S3) the written results' slots are free
       decide_locked(a);
     }
     act(a);
@@ -97,6 +153,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     {
       std::lock_guard lock(mu_);
       cancelled_seen_ = true;
+      drop_pending_locked();  // nobody will read them (S8)
       decide_locked(a);
     }
     act(a);
@@ -123,8 +180,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
   // so workers ending jobs of one stream do not queue on mu_ one job each.
   static void job_done(void* user, engine::Job& job) {
     auto* self = static_cast<StreamReactor*>(user);
-    auto* node = new Ended{new tpool::v1::JobResult, nullptr};
+    auto* node = new Ended{std::make_unique<tpool::v1::JobResult>(), 0, nullptr};
     fill_result(job, self->svc_.replica(), *node->result);
+    fit_result(*node->result, self->svc_.limits().max_message_bytes);  // (S6)
+    node->bytes = batch_entry_bytes(*node->result);
     // (S5) release: publishes the node and its result; pairs with the
     // acquire exchange in drain_ended.
     Ended* head = self->ended_.load(std::memory_order_relaxed);
@@ -144,18 +203,43 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     grpc::Status status;
   };
 
-  // Submit the waiting items of in_, in order, until the window or the
-  // engine is full (S3): each run of well-formed items as one engine batch
-  // (one handler lookup per name, one pool submit_batch).
+  // A result waiting to be written, and the bytes it takes in a ResultBatch.
+  struct Unsent {
+    std::unique_ptr<tpool::v1::JobResult> result;
+    std::uint64_t bytes;
+  };
+
+  std::uint64_t unsent() const { return pending_.size() + out_count_; }
+
+  // (S3) How many more jobs the stream may start now (0: none).
+  std::uint64_t room_locked() const {
+    const RpcLimits& l = svc_.limits();
+    const std::uint64_t used = in_flight_ + unsent();
+    if (used >= l.stream_window) return 0;
+    std::uint64_t room = l.stream_window - used;
+    const std::uint64_t charged = buffered_bytes_ + in_flight_ * largest_result_;
+    if (charged >= l.stream_buffer_bytes) return 0;
+    if (largest_result_ > 0) {
+      room = std::min(
+          room, std::max<std::uint64_t>(1, (l.stream_buffer_bytes - charged) / largest_result_));
+    }
+    return room;
+  }
+
+  // Submit the waiting items of in_, in order, while the stream has room and
+  // the engine takes them (S3): each run of well-formed items as one engine
+  // batch (one handler lookup per name, one pool submit_batch).
   void pump_locked() {
-    if (cancelled_seen_) {  // nobody will read the results
+    if (cancelled_seen_ || write_broken_) {  // nobody will read the results
       next_item_ = in_.jobs_size();
       return;
     }
-    const std::uint64_t window = svc_.limits().stream_window;
-    while (next_item_ < in_.jobs_size() && !waiting_capacity_ && in_flight_ < window) {
-      const int room = static_cast<int>(std::min<std::uint64_t>(window - in_flight_, 1u << 20));
-      const int end = std::min(in_.jobs_size(), next_item_ + room);
+    while (next_item_ < in_.jobs_size() && !waiting_capacity_) {
+      const std::uint64_t room = room_locked();
+      if (room == 0) return;
+      const int end = static_cast<int>(std::min<std::uint64_t>(
+          static_cast<std::uint64_t>(in_.jobs_size()),
+          static_cast<std::uint64_t>(next_item_) + std::min<std::uint64_t>(room, 1u << 20)));
       specs_.clear();
       int bad = -1;  // an item that does not translate ends the run
       std::optional<engine::Error> bad_err;
@@ -182,7 +266,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
           ++in_flight_;
           refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) the job's; job_done drops it
         } else {  // a deduplicated job that had already ended
-          fill_result(*r.value.job, svc_.replica(), *out_pending_.add_results());
+          auto res = std::make_unique<tpool::v1::JobResult>();
+          fill_result(*r.value.job, svc_.replica(), *res);
+          fit_result(*res, svc_.limits().max_message_bytes);  // (S6)
+          add_pending_locked(std::move(res));
         }
         r = {};
       }
@@ -206,23 +293,76 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
     }
   }
 
+  // (S3) Slots came free (results written or jobs ended). Refill only once a
+  // batch's worth is free (a quarter of the window, or all that waits), so
+  // the stream submits in batches rather than one job per result written.
+  void refill_locked() {
+    const std::uint64_t window = svc_.limits().stream_window;
+    const std::uint64_t waiting =
+        static_cast<std::uint64_t>(std::max(0, in_.jobs_size() - next_item_));
+    if (waiting == 0) return;
+    const std::uint64_t used = std::min(window, in_flight_ + unsent());
+    if (window - used >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
+      pump_locked();
+    }
+  }
+
   void add_error(std::uint64_t tag, const engine::Error& err) {
-    auto* r = out_pending_.add_results();
+    auto r = std::make_unique<tpool::v1::JobResult>();
     r->set_tag(tag);
     r->set_code(code_number(err));
     r->set_message(err.message);
+    add_pending_locked(std::move(r));
+  }
+
+  void add_pending_locked(std::unique_ptr<tpool::v1::JobResult> r) {
+    const std::uint64_t bytes = batch_entry_bytes(*r);
+    buffer_locked(bytes);
+    pending_.push_back({std::move(r), bytes});
+  }
+
+  // (S8) Count bytes held here in the stream's and the service's totals.
+  void buffer_locked(std::uint64_t bytes) {
+    buffered_bytes_ += bytes;
+    largest_result_ = std::max(largest_result_, bytes);
+    svc_.stream_buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);  // a gauge
+  }
+  void unbuffer_locked(std::uint64_t bytes) {
+    buffered_bytes_ -= bytes;
+    svc_.stream_buffered_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+
+  void drop_pending_locked() {
+    std::uint64_t bytes = 0;
+    for (const Unsent& u : pending_) bytes += u.bytes;
+    pending_.clear();
+    pending_.shrink_to_fit();
+    unbuffer_locked(bytes);
   }
 
   // What to start now (S1, S2).
   void decide_locked(Actions& a) {
     if (finished_) return;
     bool items_waiting = next_item_ < in_.jobs_size();
-    if (!writing_ && !write_broken_ && out_pending_.results_size() > 0 && !cancelled_seen_) {
-      out_writing_.Swap(&out_pending_);
+    if (!writing_ && !write_broken_ && !pending_.empty() && !cancelled_seen_) {
+      // (S6) Cut the message by bytes as well as by what is pending.
+      const std::uint64_t cap = svc_.limits().max_message_bytes > kReplyHeadroomBytes
+                                    ? svc_.limits().max_message_bytes - kReplyHeadroomBytes
+                                    : svc_.limits().max_message_bytes;
+      std::uint64_t size = 0;
+      do {
+        Unsent& u = pending_.front();
+        if (out_count_ > 0 && size + u.bytes > cap) break;
+        size += u.bytes;
+        out_batch_.mutable_results()->AddAllocated(u.result.release());
+        ++out_count_;
+        pending_.pop_front();
+      } while (!pending_.empty());
+      out_bytes_size_ = size;  // stays in buffered_bytes_ until written (S8)
       writing_ = true;
       a.write = true;
     }
-    if (!reading_ && !read_closed_ && !items_waiting && !cancelled_seen_) {
+    if (!reading_ && !read_closed_ && !items_waiting && !cancelled_seen_ && room_locked() > 0) {
       if (svc_.engine().draining()) {
         // Stop taking work; finish once this stream's jobs have reported.
         read_closed_ = true;
@@ -230,14 +370,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
                                    "tpoold is draining and accepts no new jobs; reconnect to "
                                    "another instance or after the restart");
       } else {
-        in_.Clear();
         reading_ = true;
         a.read = true;
       }
     }
     bool quiet = !reading_ && !writing_ && in_flight_ == 0 && !waiting_capacity_;
     bool done_reading = read_closed_ && !items_waiting;
-    bool flushed = out_pending_.results_size() == 0 || write_broken_ || cancelled_seen_;
+    bool flushed = pending_.empty() || write_broken_ || cancelled_seen_;
     if (quiet && flushed && (done_reading || cancelled_seen_)) {
       finished_ = true;
       a.finish = true;
@@ -261,23 +400,22 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
         in_order = list;
         list = next;
       }
+      const bool keep = !cancelled_seen_ && !write_broken_;  // else nobody reads them
       while (in_order != nullptr) {
-        out_pending_.mutable_results()->AddAllocated(in_order->result);  // takes ownership
+        if (keep) {
+          buffer_locked(in_order->bytes);  // (S8)
+          pending_.push_back({std::move(in_order->result), in_order->bytes});
+        }
         Ended* next = in_order->next;
         delete in_order;
         in_order = next;
         ++n;
       }
       in_flight_ -= n;
-      // (S3) Window slots are free. Refill only once a batch's worth is free
-      // (a quarter of the window, or all that waits), so the stream submits
-      // in batches rather than one job per job that ends.
-      const std::uint64_t window = svc_.limits().stream_window;
-      const std::uint64_t waiting =
-          static_cast<std::uint64_t>(std::max(0, in_.jobs_size() - next_item_));
-      if (window - in_flight_ >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
-        pump_locked();
-      }
+      // (S3) In-flight slots became unsent ones: the window is no freer, but
+      // the byte charge of a job that produced less than the largest result
+      // is, so try (cheap when there is no room).
+      refill_locked();
       decide_locked(a);
     }
     act(a);
@@ -288,8 +426,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
   }
 
   void act(const Actions& a) {
-    if (a.write) StartWrite(&out_writing_);
-    if (a.read) StartRead(&in_);
+    if (a.write) {
+      // (S2) out_batch_ belongs to the writing side: serialize outside mu_,
+      // then free the results at once (Clear would keep their memory).
+      serialize_bytes(out_batch_, out_bytes_);
+      ResultBatch().Swap(&out_batch_);
+      StartWrite(&out_bytes_);
+    }
+    if (a.read) StartRead(&in_bytes_);
     if (a.finish) Finish(a.status);
   }
 
@@ -299,7 +443,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
 
   // A result built by job_done, waiting to be reported (S5).
   struct Ended {
-    tpool::v1::JobResult* result;  // heap; out_pending_ takes it
+    std::unique_ptr<tpool::v1::JobResult> result;
+    std::uint64_t bytes;  // batch_entry_bytes(*result)
     Ended* next;
   };
 
@@ -308,16 +453,23 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
   std::atomic<Ended*> ended_{nullptr};  // (S5) a Treiber stack, drained whole
   std::atomic<bool> cancelled_{false};  // the jobs' group cancel flag
   std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone
+  grpc::ByteBuffer in_bytes_;           // (S2) the read's target
+  ResultBatch out_batch_;               // (S2) the message being written, before act()
+  grpc::ByteBuffer out_bytes_;          // (S2) ... and as gRPC writes it
 
   std::mutex mu_;
   JobBatch in_;  // the upstream message being submitted (S3)
   // Scratch for pump_locked, kept to reuse their memory.
   std::vector<engine::JobSpec> specs_;
   std::vector<engine::Engine::SubmitResult> results_;
-  int next_item_ = 0;            // its first item not yet submitted
-  ResultBatch out_pending_;      // results gathering (S2)
-  ResultBatch out_writing_;      // the message gRPC is writing (S2)
-  std::uint64_t in_flight_ = 0;  // this stream's jobs not yet reported
+  int next_item_ = 0;                 // its first item not yet submitted
+  std::uint64_t messages_read_ = 0;   // upstream messages parsed (S7)
+  std::deque<Unsent> pending_;        // results gathering (S2)
+  std::uint64_t out_count_ = 0;       // results in the message being written (S2, S3)
+  std::uint64_t out_bytes_size_ = 0;  // ... and their bytes (S8)
+  std::uint64_t buffered_bytes_ = 0;  // pending_ + the message being written (S3, S8)
+  std::uint64_t largest_result_ = 0;  // the largest result entry so far (S3)
+  std::uint64_t in_flight_ = 0;       // this stream's jobs not yet reported
   bool reading_ = false;
   bool writing_ = false;
   bool read_closed_ = false;
@@ -330,7 +482,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<JobBatch, ResultBatch
 
 }  // namespace
 
-grpc::ServerBidiReactor<JobBatch, ResultBatch>* JobServiceImpl::Stream(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* JobServiceImpl::Stream(
     grpc::CallbackServerContext* ctx) {
   return new StreamReactor(*this, ctx);
 }

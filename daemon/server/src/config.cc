@@ -138,6 +138,7 @@ Status DaemonConfig::validate() const {
            range("server.max_inflight_jobs", server.max_inflight_jobs, 1, 1u << 24),
            range("server.max_streams", server.max_streams, 1, 1u << 20),
            range("server.stream_window", server.stream_window, 1, 1u << 20),
+           range("server.stream_buffer_bytes", server.stream_buffer_bytes, 64u << 10, 1ull << 40),
            range("server.drain_timeout_ms", server.drain_timeout_ms, 0, kDay),
            range("server.cancel_grace_ms", server.cancel_grace_ms, 0, kDay),
            range("pool.min_threads", pool.min_threads, 0, 1024),
@@ -177,6 +178,16 @@ Status DaemonConfig::validate() const {
           "a metrics basic auth password is set but metrics.basic_auth_user is empty; set the "
           "user too, or remove the password");
     }
+  }
+  if (server.max_output_bytes + kOutputHeadroomBytes > server.max_message_bytes) {
+    return Status::InvalidArgument(
+        "server.max_output_bytes = " + std::to_string(server.max_output_bytes) +
+        " does not fit in a reply: a result must fit in server.max_message_bytes = " +
+        std::to_string(server.max_message_bytes) + " with " + std::to_string(kOutputHeadroomBytes) +
+        " bytes to spare; lower max_output_bytes to at most " +
+        std::to_string(server.max_message_bytes - kOutputHeadroomBytes) +
+        " or raise max_message_bytes to at least " +
+        std::to_string(server.max_output_bytes + kOutputHeadroomBytes));
   }
   if (server.max_inflight_jobs > pool.queue_capacity) {
     return Status::InvalidArgument(
@@ -259,6 +270,7 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"max_inflight_jobs", u64(c.server.max_inflight_jobs)},
         {"max_streams", u64(c.server.max_streams)},
         {"stream_window", u64(c.server.stream_window)},
+        {"stream_buffer_bytes", u64(c.server.stream_buffer_bytes)},
         {"drain_timeout_ms", u64(c.server.drain_timeout_ms)},
         {"cancel_grace_ms", u64(c.server.cancel_grace_ms)},
         {"replica_id", str(c.server.replica_id)}}},

@@ -25,13 +25,23 @@ struct ServerSection {
   std::uint64_t max_inflight_jobs = 65536;     // accepted and not yet final, daemon-wide
   std::uint64_t max_streams = 1024;            // concurrent Stream calls
   std::uint64_t stream_window = 4096;          // in-flight jobs per Stream call
-  std::uint64_t max_output_bytes = 4u << 20;   // one job's output
+  // One job's output. 4 MiB - 16 KiB: a result must fit in one reply of
+  // max_message_bytes with kOutputHeadroomBytes for the envelope.
+  std::uint64_t max_output_bytes = (4u << 20) - (16u << 10);
   std::uint64_t drain_timeout_ms = 30000;
   std::uint64_t cancel_grace_ms = 5000;  // after a drain times out: for running handlers to stop
   // This process's name among replicas, set on every job ref it returns and
   // checked on Wait/Get/Cancel. Empty: the host name (replica_id() below).
   std::string replica_id;
+  // Bytes of finished-but-unsent results one Stream call may hold before it
+  // stops taking jobs and reading its client (a client that does not read).
+  std::uint64_t stream_buffer_bytes = 16u << 20;
 };
+
+// Room a reply keeps beyond a job's output (the gRPC frame and the result's
+// other fields): max_output_bytes may be at most max_message_bytes minus this.
+// The same value as tpool::rpc::kReplyHeadroomBytes (daemon.cc checks).
+inline constexpr std::uint64_t kOutputHeadroomBytes = 16u << 10;
 
 struct PoolSection {
   std::uint64_t min_threads = 0;  // 0: one per core

@@ -235,8 +235,12 @@ int Daemon::start() {
   limits.max_retained_entries = config_.results.max_entries;
   engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
   jobs_ = std::make_unique<rpc::JobServiceImpl>(
-      *engine_, rpc::RpcLimits{config_.server.max_streams, config_.server.stream_window},
+      *engine_,
+      rpc::RpcLimits{config_.server.max_streams, config_.server.stream_window,
+                     config_.server.max_message_bytes, config_.server.stream_buffer_bytes},
       config_.replica_id());
+  static_assert(kOutputHeadroomBytes == rpc::kReplyHeadroomBytes,
+                "the config check and the rpc layer must keep the same reply headroom");
   admin_ = std::make_unique<rpc::AdminServiceImpl>(*engine_, *jobs_, *this, TPOOL_VERSION);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -249,6 +253,13 @@ int Daemon::start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.server.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_message_bytes));
+  {
+    // Unary requests whose bytes do not parse: INVALID_ARGUMENT saying so
+    // (gRPC alone answers UNIMPLEMENTED with no message).
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
+    f.push_back(rpc::unparsable_request_interceptors());
+    builder.experimental().SetInterceptorCreators(std::move(f));
+  }
   builder.RegisterService(jobs_.get());
   builder.RegisterService(admin_.get());
   server_ = builder.BuildAndStart();

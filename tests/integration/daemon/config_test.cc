@@ -39,6 +39,8 @@ TEST(Config, SampleConfigParsesToTheDefaults) {
   DaemonConfig d;
   EXPECT_EQ(c->server.max_message_bytes, d.server.max_message_bytes);
   EXPECT_EQ(c->server.max_inflight_jobs, d.server.max_inflight_jobs);
+  EXPECT_EQ(c->server.max_output_bytes, d.server.max_output_bytes);
+  EXPECT_EQ(c->server.stream_buffer_bytes, d.server.stream_buffer_bytes);
   EXPECT_EQ(c->server.drain_timeout_ms, d.server.drain_timeout_ms);
   EXPECT_EQ(c->pool.queue_capacity, d.pool.queue_capacity);
   EXPECT_EQ(c->pool.blocking_workers, d.pool.blocking_workers);
@@ -48,6 +50,37 @@ TEST(Config, SampleConfigParsesToTheDefaults) {
   EXPECT_EQ(c->plugins.abort_on_load_error, d.plugins.abort_on_load_error);
   ASSERT_EQ(c->plugins.config.size(), 1u);
   EXPECT_EQ(c->plugins.config[0].first, "hash");
+}
+
+// A job's output must fit in one reply: max_output_bytes up to
+// max_message_bytes - 16 KiB, and the defaults leave that room.
+TEST(Config, MaxOutputBytesMustFitInAMessage) {
+  DaemonConfig d;
+  EXPECT_LE(d.server.max_output_bytes + kOutputHeadroomBytes, d.server.max_message_bytes);
+
+  auto at =
+      parse_config("[server]\nmax_message_bytes = 1048576\nmax_output_bytes = 1032192\n", "t.toml");
+  ASSERT_TRUE(at.ok());
+  EXPECT_TRUE(at->validate().ok()) << at->validate().message();
+
+  auto equal =
+      parse_config("[server]\nmax_message_bytes = 4194304\nmax_output_bytes = 4194304\n", "t.toml");
+  ASSERT_TRUE(equal.ok());
+  Status s = equal->validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("server.max_output_bytes = 4194304"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("at most 4177920"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("at least 4210688"), std::string::npos) << s.message();
+}
+
+TEST(ConfigBinary, CheckConfigRejectsAnOutputLimitOverTheMessageLimit) {
+  std::string bad = ::testing::TempDir() + "/tpoold-output.toml";
+  std::ofstream(bad) << "[server]\nmax_output_bytes = 1073741824\n";
+  auto [rc, out] = run("--check-config " + bad);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("server.max_output_bytes = 1073741824"), std::string::npos) << out;
+  EXPECT_NE(out.find("max_message_bytes"), std::string::npos) << out;
 }
 
 TEST(Config, ErrorsNameTheKeyTheValueAndTheRange) {

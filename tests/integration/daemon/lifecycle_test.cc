@@ -157,7 +157,11 @@ TEST(Lifecycle, DrainRejectsNewJobsAndASecondSigtermCancelsPending) {
   EXPECT_NE(s.error_message().find("draining"), std::string::npos);
   // The second SIGTERM cancels both (the running one through its handler).
   d.signal(SIGTERM);
-  for (auto& f : done) EXPECT_EQ(f.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
+  for (int i = 0; i < 2; ++i) {
+    grpc::Status st = done[i].get_future().get();
+    EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    EXPECT_EQ(res[i].state(), tpool::v1::JOB_STATE_CANCELLED);
+  }
   EXPECT_EQ(d.wait_exit(std::chrono::seconds(20)), std::optional<int>(0)) << d.log();
 }
 
@@ -192,7 +196,9 @@ TEST(Lifecycle, AdminShutdownCancelStopsRunningJobs) {
   tpool::v1::ShutdownReply reply;
   ASSERT_TRUE(d.admin().Shutdown(&c, req, &reply).ok());
   EXPECT_TRUE(reply.accepted());
-  EXPECT_EQ(done.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
+  grpc::Status st = done.get_future().get();
+  EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+  EXPECT_EQ(er.state(), tpool::v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(d.wait_exit(std::chrono::seconds(20)), std::optional<int>(0)) << d.log();
 }
 

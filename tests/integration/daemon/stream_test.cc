@@ -1,10 +1,12 @@
 // JobService.Stream against a real tpoold with a small pool: 100k jobs in
 // batches, backpressure, nothing lost, bounded memory.
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "daemon_process.h"
@@ -12,17 +14,59 @@
 namespace tpool::testing {
 namespace {
 
-std::uint64_t rss_kib(pid_t pid) {
+// A /proc/PID/status field in KiB: VmHWM (peak RSS) or VmRSS (now).
+std::uint64_t status_kib(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string key;
   while (in >> key) {
-    if (key == "VmHWM:") {
+    if (key == field) {
       std::uint64_t kib = 0;
       in >> kib;
       return kib;
     }
   }
   return 0;
+}
+std::uint64_t rss_kib(pid_t pid) {
+  return status_kib(pid, "VmHWM:");
+}
+
+tpool::v1::DaemonStats daemon_stats(DaemonProcess& d) {
+  grpc::ClientContext c;
+  tpool::v1::StatsReply s;
+  EXPECT_TRUE(d.admin().Stats(&c, {}, &s).ok());
+  return s.daemon();
+}
+
+// Polls Stats (bounded, 30 s) until pred holds; false if it never did.
+template <class Pred>
+bool stats_until(DaemonProcess& d, Pred pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred(daemon_stats(d))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling an external process
+  }
+  return false;
+}
+
+// On the way out of a test (a failed ASSERT included): cancel the call and
+// join the thread writing to it.
+struct CancelAndJoin {
+  grpc::ClientContext& ctx;
+  std::thread& writer;
+  ~CancelAndJoin() {
+    if (writer.joinable()) {
+      ctx.TryCancel();
+      writer.join();
+    }
+  }
+};
+
+// An echo payload of `size` bytes that starts with its tag.
+std::string tagged_payload(std::uint64_t tag, std::size_t size) {
+  std::string p = std::to_string(tag) + ":";
+  p.resize(std::max(size, p.size()), '.');
+  return p;
 }
 
 TEST(Stream, HundredThousandJobsInBatchesWithASmallPool) {
@@ -163,6 +207,301 @@ TEST(Stream, MaxStreamsIsResourceExhausted) {
   while (first->Read(&rb)) {
   }
   EXPECT_TRUE(first->Finish().ok());
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// Issue 13.1: a client that writes jobs and never reads. The daemon holds at
+// most about server.stream_buffer_bytes of its results (by its own accounting
+// and by its RSS), stops reading the call so the client's writes block, and
+// delivers every result once the client reads.
+TEST(Stream, AClientThatDoesNotReadIsHeldToTheStreamBuffer) {
+  constexpr std::uint64_t kBudget = 1u << 20;
+  constexpr std::uint64_t kPerMessage = 100, kMessages = 1000, kJobs = kPerMessage * kMessages;
+  constexpr std::size_t kPayload = 1000;
+  DaemonProcess d("[server]\nstream_buffer_bytes = 1048576\n[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  const std::uint64_t rss_before = status_kib(d.pid(), "VmRSS:");
+  grpc::ClientContext ctx;
+  auto stream = d.jobs().Stream(&ctx);
+  std::atomic<std::uint64_t> written{0};
+  std::thread writer([&] {
+    for (std::uint64_t m = 0; m < kMessages; ++m) {
+      tpool::v1::JobBatch b;
+      for (std::uint64_t t = m * kPerMessage; t < (m + 1) * kPerMessage; ++t) {
+        *b.add_jobs() = job("echo", tagged_payload(t, kPayload), t);
+      }
+      if (!stream->Write(b)) return;
+      written.fetch_add(1);
+    }
+    stream->WritesDone();
+  });
+  CancelAndJoin guard{ctx, writer};
+
+  // The stream fills its buffer, then stops: nothing runs, results wait.
+  EXPECT_TRUE(stats_until(d,
+                          [&](const tpool::v1::DaemonStats& s) {
+                            return s.stream_buffered_bytes() >= kBudget / 2 &&
+                                   s.jobs_in_flight() == 0;
+                          }))
+      << "the daemon never held a buffer of results for the stream; it reports "
+      << daemon_stats(d).stream_buffered_bytes() << " bytes";
+  // While stopped, the buffer stays within the budget: over it by at most one
+  // upstream message's results (the first message is admitted before any
+  // result size is known; docs/api.md, "Backpressure").
+  constexpr std::uint64_t kBound = kBudget + kPerMessage * (kPayload + 64);
+  std::uint64_t most = 0;
+  for (int i = 0; i < 50; ++i) most = std::max(most, daemon_stats(d).stream_buffered_bytes());
+  EXPECT_LE(most, kBound);
+  // The client is pushed back: most of its writes have not gone through.
+  EXPECT_LT(written.load(), kMessages / 2);
+  // RSS: the 100 MB of results are not held (the old daemon held all of them).
+  const std::uint64_t rss_stalled = status_kib(d.pid(), "VmRSS:");
+  EXPECT_LT(rss_stalled, rss_before + 64 * 1024) << "RSS in KiB, before " << rss_before;
+
+  // Reading now delivers every result, once.
+  std::vector<char> seen(kJobs, 0);
+  std::uint64_t results = 0, bad = 0;
+  tpool::v1::ResultBatch rb;
+  while (stream->Read(&rb)) {
+    for (const auto& r : rb.results()) {
+      ++results;
+      if (r.tag() >= kJobs || r.state() != tpool::v1::JOB_STATE_SUCCEEDED ||
+          r.output() != tagged_payload(r.tag(), kPayload)) {
+        ++bad;
+        continue;
+      }
+      seen[r.tag()]++;
+    }
+  }
+  writer.join();
+  grpc::Status s = stream->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(results, kJobs);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(kJobs));
+  EXPECT_TRUE(stats_until(d, [](const tpool::v1::DaemonStats& st) {
+    return st.stream_buffered_bytes() == 0 && st.streams_active() == 0;
+  }));
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// Issue 13.1: the buffer of a stream whose client cancels is returned.
+TEST(Stream, CancellingAStalledStreamReturnsItsBuffer) {
+  constexpr std::uint64_t kBudget = 1u << 20;
+  DaemonProcess d("[server]\nstream_buffer_bytes = 1048576\n[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  grpc::ClientContext ctx;
+  auto stream = d.jobs().Stream(&ctx);
+  std::thread writer([&] {
+    for (std::uint64_t m = 0; m < 200; ++m) {
+      tpool::v1::JobBatch b;
+      for (std::uint64_t t = m * 100; t < (m + 1) * 100; ++t) {
+        *b.add_jobs() = job("echo", tagged_payload(t, 1000), t);
+      }
+      if (!stream->Write(b)) return;
+    }
+  });
+  CancelAndJoin guard{ctx, writer};
+  ASSERT_TRUE(stats_until(d, [&](const tpool::v1::DaemonStats& s) {
+    return s.stream_buffered_bytes() >= kBudget / 2 && s.jobs_in_flight() == 0;
+  })) << daemon_stats(d).stream_buffered_bytes();
+  ctx.TryCancel();
+  writer.join();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(stats_until(d, [](const tpool::v1::DaemonStats& st) {
+    return st.stream_buffered_bytes() == 0 && st.streams_active() == 0;
+  })) << daemon_stats(d).stream_buffered_bytes();
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// Issue 13.5: results that coalesce while a write is out are cut into
+// messages of at most server.max_message_bytes, and every one arrives (the
+// old daemon failed the call with RESOURCE_EXHAUSTED "Sent message larger
+// than max" and lost the results it held).
+TEST(Stream, ResultBatchesAreCutByBytes) {
+  constexpr std::uint64_t kMaxMessage = 1u << 20;
+  constexpr std::uint64_t kPerMessage = 1000, kMessages = 100, kJobs = kPerMessage * kMessages;
+  DaemonProcess d(
+      "[server]\nmax_message_bytes = 1048576\nmax_output_bytes = 1032192\n"
+      "[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  grpc::ClientContext ctx;
+  auto stream = d.jobs().Stream(&ctx);
+  std::thread writer([&] {
+    for (std::uint64_t m = 0; m < kMessages; ++m) {
+      tpool::v1::JobBatch b;
+      for (std::uint64_t t = m * kPerMessage; t < (m + 1) * kPerMessage; ++t) {
+        *b.add_jobs() = job("echo", tagged_payload(t, 512), t);
+      }
+      if (!stream->Write(b)) return;
+    }
+    stream->WritesDone();
+  });
+  CancelAndJoin guard{ctx, writer};
+  std::vector<char> seen(kJobs, 0);
+  std::uint64_t results = 0, largest = 0;
+  tpool::v1::ResultBatch rb;
+  while (stream->Read(&rb)) {
+    largest = std::max<std::uint64_t>(largest, rb.ByteSizeLong());
+    for (const auto& r : rb.results()) {
+      ++results;
+      if (r.tag() < kJobs && r.state() == tpool::v1::JOB_STATE_SUCCEEDED) seen[r.tag()]++;
+    }
+  }
+  writer.join();
+  grpc::Status s = stream->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message() << " after " << results
+                      << " results";
+  EXPECT_EQ(results, kJobs);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(kJobs));
+  EXPECT_LE(largest, kMaxMessage);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// Issue 13.5: an output of exactly server.max_output_bytes reaches the
+// client through Execute, Wait and Stream.
+TEST(Stream, AnOutputAtTheLimitIsDelivered) {
+  constexpr std::size_t kMaxOutput = 1032192;  // 1 MiB - 16 KiB
+  DaemonProcess d(
+      "[server]\nmax_message_bytes = 1048576\nmax_output_bytes = 1032192\n"
+      "max_payload_bytes = 1032192\n[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  const std::string payload = tagged_payload(7, kMaxOutput);
+  {
+    grpc::ClientContext c;
+    tpool::v1::JobResult r;
+    grpc::Status s = d.jobs().Execute(&c, job("echo", payload), &r);
+    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(r.output().size(), kMaxOutput);
+  }
+  {
+    grpc::ClientContext c1, c2;
+    tpool::v1::JobRef ref;
+    ASSERT_TRUE(d.jobs().Submit(&c1, job("echo", payload), &ref).ok());
+    tpool::v1::WaitRequest w;
+    w.set_job_id(ref.job_id());
+    tpool::v1::JobResult r;
+    grpc::Status s = d.jobs().Wait(&c2, w, &r);
+    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    EXPECT_EQ(r.output(), payload);
+  }
+  {
+    grpc::ClientContext c;
+    auto stream = d.jobs().Stream(&c);
+    for (std::uint64_t t = 0; t < 3; ++t) {
+      tpool::v1::JobBatch b;
+      *b.add_jobs() = job("echo", payload, t);
+      ASSERT_TRUE(stream->Write(b));
+    }
+    stream->WritesDone();
+    std::set<std::uint64_t> tags;
+    tpool::v1::ResultBatch rb;
+    while (stream->Read(&rb)) {
+      for (const auto& r : rb.results()) {
+        EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
+        EXPECT_EQ(r.output().size(), kMaxOutput);
+        tags.insert(r.tag());
+      }
+    }
+    grpc::Status s = stream->Finish();
+    ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+    EXPECT_EQ(tags, (std::set<std::uint64_t>{0, 1, 2}));
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// A raw Stream call through the generic stub and a completion queue, to send
+// bytes that are not a JobBatch. Each step waits (bounded) for its event.
+class RawStream {
+ public:
+  explicit RawStream(DaemonProcess& d) : generic_(d.channel()) {
+    call_ = generic_.PrepareCall(&ctx_, "/tpool.v1.JobService/Stream", &cq_);
+    call_->StartCall(tag(1));
+    EXPECT_TRUE(next(1));
+  }
+  ~RawStream() {
+    cq_.Shutdown();
+    void* t;
+    bool ok;
+    while (cq_.Next(&t, &ok)) {
+    }
+  }
+  bool write(const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer b(&slice, 1);
+    call_->Write(b, tag(2));
+    return next(2);
+  }
+  bool writes_done() {
+    call_->WritesDone(tag(3));
+    return next(3);
+  }
+  bool read(tpool::v1::ResultBatch& out) {
+    grpc::ByteBuffer b;
+    call_->Read(&b, tag(4));
+    if (!next(4)) return false;
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(b.Dump(&slices).ok());
+    std::string bytes;
+    for (auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    EXPECT_TRUE(out.ParseFromString(bytes));
+    return true;
+  }
+  grpc::Status finish() {
+    grpc::Status s;
+    call_->Finish(&s, tag(5));
+    EXPECT_TRUE(next(5));
+    return s;
+  }
+
+ private:
+  static void* tag(std::intptr_t i) { return reinterpret_cast<void*>(i); }
+  bool next(std::intptr_t want) {
+    void* got = nullptr;
+    bool ok = false;
+    auto st = cq_.AsyncNext(&got, &ok, std::chrono::system_clock::now() + std::chrono::seconds(30));
+    EXPECT_EQ(st, grpc::CompletionQueue::GOT_EVENT) << "no event for step " << want;
+    EXPECT_EQ(got, tag(want));
+    return st == grpc::CompletionQueue::GOT_EVENT && ok;
+  }
+
+  grpc::GenericStub generic_;
+  grpc::CompletionQueue cq_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+};
+
+// Issue 13.6: a message that is not a JobBatch in the middle of a Stream ends
+// the call with INVALID_ARGUMENT naming it, after the results of the messages
+// before it; nothing after it runs. (The old daemon could not tell it from
+// the client's half-close and ended the call OK.)
+TEST(Stream, AMalformedMessageEndsTheCallWithInvalidArgument) {
+  DaemonProcess d("[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  const std::uint64_t unparsable_before = daemon_stats(d).stream_unparsable_messages();
+  auto batch = [](std::uint64_t first) {
+    tpool::v1::JobBatch b;
+    for (std::uint64_t t = first; t < first + 3; ++t) *b.add_jobs() = job("echo", "x", t);
+    return b.SerializeAsString();
+  };
+  RawStream call(d);
+  ASSERT_TRUE(call.write(batch(10)));
+  // 0x0a (field 1, length-delimited) claiming 100 bytes that are not there.
+  call.write(std::string("\x0a\x64x", 3));
+  call.write(batch(30));  // may fail: the server may have ended the call
+  call.writes_done();
+  std::set<std::uint64_t> tags;
+  tpool::v1::ResultBatch rb;
+  while (call.read(rb)) {
+    for (const auto& r : rb.results()) tags.insert(r.tag());
+  }
+  grpc::Status s = call.finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("message 2 "), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("JobBatch"), std::string::npos) << s.error_message();
+  EXPECT_EQ(tags, (std::set<std::uint64_t>{10, 11, 12}));
+  EXPECT_EQ(daemon_stats(d).stream_unparsable_messages(), unparsable_before + 1);
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 

@@ -121,6 +121,8 @@ const char* const kFamilies[] = {
     "tpoold_grpc_streams_active",
     "tpoold_grpc_streams_total",
     "tpoold_grpc_streams_rejected_total",
+    "tpoold_stream_buffered_bytes",
+    "tpoold_stream_unparsable_messages_total",
     "tpoold_build_info",
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",

@@ -187,7 +187,7 @@ struct ClientOptions {
   TlsOptions tls;
   // The deadline of a call whose CallOptions leaves it at 0.
   std::chrono::milliseconds default_deadline{30'000};
-  // Message size limit both ways (tpoold's server.max_message_bytes is 64 MiB).
+  // Message size limit both ways (tpoold's server.max_message_bytes defaults to 4 MiB).
   int max_message_bytes = 64 << 20;
   // Attempts of a retryable call (1 = no retry), and the first backoff.
   int max_attempts = 3;
@@ -220,10 +220,12 @@ class Client {
 
   const ClientOptions& options() const noexcept;
 
-  // Submit and wait in one call. A handler failure is not an error: the
-  // result says FAILED. Errors: INVALID_ARGUMENT, NOT_FOUND (unknown handler),
+  // Submit and wait in one call. A job that ended is not an error, whatever
+  // its state: the result says FAILED, CANCELLED or TIMED_OUT (the job's
+  // timeout). Errors: INVALID_ARGUMENT, NOT_FOUND (unknown handler),
   // RESOURCE_EXHAUSTED, UNAVAILABLE (down or draining), DEADLINE_EXCEEDED (the
-  // job or the call timed out), CANCELLED, FAILED_PRECONDITION.
+  // call's deadline passed), CANCELLED (the call was cancelled),
+  // FAILED_PRECONDITION.
   Result<JobResult> execute(const Job& job, const CallOptions& call = {}) const;
   // execute without blocking: `done` runs once, on a gRPC thread.
   void execute_async(const Job& job, std::function<void(Result<JobResult>)> done,
@@ -234,8 +236,9 @@ class Client {
   // the others).
   Result<std::vector<BatchItem>> submit_batch(const std::vector<Job>& jobs,
                                               const CallOptions& call = {}) const;
-  // The final result of a submitted job; DEADLINE_EXCEEDED if the call's
-  // deadline passes first (the job goes on).
+  // The final result of a submitted job, whatever its state (a cancelled
+  // job's result says CANCELLED); DEADLINE_EXCEEDED if the call's deadline
+  // passes first (the job goes on).
   Result<JobResult> wait(std::uint64_t job_id, const CallOptions& call = {}) const;
   void wait_async(std::uint64_t job_id, std::function<void(Result<JobResult>)> done,
                   const CallOptions& call = {}) const;

@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include <grpcpp/support/server_interceptor.h>
 
 #include "tpool/engine/engine.h"
 #include "tpool/v1/admin.grpc.pb.h"
@@ -20,17 +23,45 @@ namespace tpool::rpc {
 
 struct RpcLimits {
   std::uint64_t max_streams = 1024;
-  std::uint64_t stream_window = 4096;  // in-flight jobs per Stream call
+  std::uint64_t stream_window = 4096;  // jobs per Stream call: in flight or result unsent
+  // gRPC's send limit: no reply (a ResultBatch, a JobResult) is built larger.
+  std::uint64_t max_message_bytes = 4u << 20;
+  // Bytes of finished-but-unsent results one Stream call may hold before it
+  // stops taking jobs and reading (server.stream_buffer_bytes).
+  std::uint64_t stream_buffer_bytes = 16u << 20;
 };
+
+// Room kept in every reply for what is not a result's own bytes (the gRPC
+// frame, the ResultBatch and JobResult field headers). Picked by hand: the
+// envelope is tens of bytes; 16 KiB leaves room for the result's message and
+// fields added later. server.max_output_bytes must leave it (config check).
+inline constexpr std::uint64_t kReplyHeadroomBytes = 16u << 10;
 
 // Counters of the rpc layer; plain atomics, read through snapshot().
 struct RpcSnapshot {
   std::uint64_t streams_active = 0;
   std::uint64_t streams_total = 0;
   std::uint64_t streams_rejected = 0;
+  std::uint64_t stream_buffered_bytes = 0;       // gauge: unsent Stream results, all streams
+  std::uint64_t stream_unparsable_messages = 0;  // Stream messages that were not a JobBatch
 };
 
-class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
+// JobService with Stream as a raw (ByteBuffer) method: the stream parses each
+// upstream message itself, so it can tell a malformed message from the end of
+// the stream and say which message it was (gRPC's typed read reports both as
+// a failed read), and it cuts its replies by bytes. The other methods are the
+// typed callback ones.
+using JobServiceBase = tpool::v1::JobService::WithCallbackMethod_Execute<
+    tpool::v1::JobService::WithCallbackMethod_Submit<
+        tpool::v1::JobService::WithCallbackMethod_SubmitBatch<
+            tpool::v1::JobService::WithRawCallbackMethod_Stream<
+                tpool::v1::JobService::WithCallbackMethod_Wait<
+                    tpool::v1::JobService::WithCallbackMethod_Get<
+                        tpool::v1::JobService::WithCallbackMethod_Cancel<
+                            tpool::v1::JobService::WithCallbackMethod_ListHandlers<
+                                tpool::v1::JobService::Service>>>>>>>>;
+
+class JobServiceImpl final : public JobServiceBase {
  public:
   // replica: this process's replica id, set on every job ref and result it
   // returns and checked against the replica a Wait, Get or Cancel names.
@@ -46,7 +77,7 @@ class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* ctx,
                                         const tpool::v1::JobBatch* req,
                                         tpool::v1::JobRefs* resp) override;
-  grpc::ServerBidiReactor<tpool::v1::JobBatch, tpool::v1::ResultBatch>* Stream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* ctx,
                                  const tpool::v1::WaitRequest* req,
@@ -68,12 +99,20 @@ class JobServiceImpl final : public tpool::v1::JobService::CallbackService {
   std::atomic<std::uint64_t> streams_active{0};
   std::atomic<std::uint64_t> streams_total{0};
   std::atomic<std::uint64_t> streams_rejected{0};
+  std::atomic<std::uint64_t> stream_buffered_bytes{0};
+  std::atomic<std::uint64_t> stream_unparsable_messages{0};
 
  private:
   engine::Engine& engine_;
   const RpcLimits limits_;
   const std::string replica_;
 };
+
+// For grpc::ServerBuilder::experimental().SetInterceptorCreators: turns
+// gRPC's UNIMPLEMENTED-with-no-message answer to a unary request that does
+// not parse into INVALID_ARGUMENT "the request could not be parsed as <type>".
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+unparsable_request_interceptors();
 
 // What AdminService needs from the daemon's lifecycle (daemon/server
 // implements it).

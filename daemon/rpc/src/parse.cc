@@ -1,0 +1,105 @@
+#include "parse.h"
+
+#include "tpool/rpc/services.h"
+
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+namespace tpool::rpc {
+
+bool parse_bytes(grpc::ByteBuffer& bytes, google::protobuf::MessageLite& out) {
+  out.Clear();
+  return grpc::GenericDeserialize<grpc::ProtoBufferReader, google::protobuf::MessageLite>(&bytes,
+                                                                                          &out)
+      .ok();
+}
+
+void serialize_bytes(const google::protobuf::MessageLite& msg, grpc::ByteBuffer& out) {
+  bool own = false;
+  out.Clear();
+  // Fails only for a message over 2 GiB, which fit_result and the batch cut
+  // rule out.
+  (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(msg, &out,
+                                                                                       &own);
+}
+
+grpc::Status unparsable_request(const std::string& type_name) {
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          "the request could not be parsed as " + type_name +
+              "; its bytes are not a valid protobuf message of that type: check that the "
+              "client was generated from tpool/v1 and sends the message the method takes"};
+}
+
+std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r) {
+  return r.ByteSizeLong() + 6;  // 1 tag byte + a length varint of at most 5 bytes
+}
+
+bool fit_result(tpool::v1::JobResult& r, std::uint64_t max_bytes) {
+  const std::uint64_t size = batch_entry_bytes(r);
+  if (size <= max_bytes) return false;
+  r.clear_output();
+  r.set_state(tpool::v1::JOB_STATE_FAILED);
+  r.set_message("the job's result is " + std::to_string(size) +
+                " bytes, more than one reply may hold (server.max_message_bytes = " +
+                std::to_string(max_bytes) +
+                "); its output was dropped: make the output smaller, or raise "
+                "server.max_message_bytes (and keep server.max_output_bytes 16 KiB below it)");
+  return true;
+}
+
+}  // namespace tpool::rpc
+
+namespace tpool::rpc {
+namespace {
+
+// The full name of a method's request type, from its path
+// "/tpool.v1.JobService/Execute"; empty if the method is not in the
+// generated descriptor pool.
+std::string request_type_of(const char* path) {
+  std::string name(path != nullptr ? path : "");
+  if (!name.empty() && name.front() == '/') name.erase(0, 1);
+  if (auto slash = name.find('/'); slash != std::string::npos) name[slash] = '.';
+  const auto* m = google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(name);
+  return m != nullptr ? m->input_type()->full_name() : std::string();
+}
+
+class UnparsableRequestInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit UnparsableRequestInterceptor(const char* method) : method_(method) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    using grpc::experimental::InterceptionHookPoints;
+    // A unary call's request is deserialized before this hook; a null
+    // message here means it did not parse.
+    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        m->GetRecvMessage() == nullptr) {
+      unparsable_ = true;
+    }
+    if (unparsable_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      std::string type = request_type_of(method_);
+      m->ModifySendStatus(unparsable_request(type.empty() ? "the method's request type" : type));
+    }
+    m->Proceed();
+  }
+
+ private:
+  const char* method_;       // gRPC's, valid for the call
+  bool unparsable_ = false;  // the call's hooks run one at a time
+};
+
+}  // namespace
+
+grpc::experimental::Interceptor* UnparsableRequestInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+  return new UnparsableRequestInterceptor(info->method());
+}
+
+}  // namespace tpool::rpc
+
+namespace tpool::rpc {
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+unparsable_request_interceptors() {
+  return std::make_unique<UnparsableRequestInterceptorFactory>();
+}
+}  // namespace tpool::rpc

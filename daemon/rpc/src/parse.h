@@ -1,0 +1,55 @@
+// Requests and replies as bytes, for the raw (ByteBuffer) methods: the
+// daemon parses them itself so that bytes that are not a valid message get an
+// answer that says so (gRPC's typed callback methods answer UNIMPLEMENTED with
+// an empty message for a unary request, and report a failed read like the end
+// of the stream for a streaming one).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tpool/v1/jobs.pb.h"
+
+namespace tpool::rpc {
+
+// Parses bytes into out (cleared first); false if they are not a valid
+// message of out's type. Consumes bytes.
+bool parse_bytes(grpc::ByteBuffer& bytes, google::protobuf::MessageLite& out);
+
+// Serializes msg into out (replacing it).
+void serialize_bytes(const google::protobuf::MessageLite& msg, grpc::ByteBuffer& out);
+
+// INVALID_ARGUMENT: "the request could not be parsed as <type_name>; ...".
+grpc::Status unparsable_request(const std::string& type_name);
+
+// The bytes a result takes as one entry of a ResultBatch: its own size plus
+// the field's tag and length prefix (at most 6 bytes).
+std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r);
+
+// A result too large for one reply of max_bytes becomes a FAILED result that
+// says so (its output is dropped): a result is delivered or reported failed,
+// never silently lost. True if r was changed.
+bool fit_result(tpool::v1::JobResult& r, std::uint64_t max_bytes);
+
+}  // namespace tpool::rpc
+
+#include <grpcpp/support/server_interceptor.h>
+
+namespace tpool::rpc {
+
+// A server interceptor for the typed unary methods: when a request's bytes do
+// not parse, gRPC's callback API answers UNIMPLEMENTED with an empty message
+// before any service code runs (CallbackUnaryHandler::RunHandler); this turns
+// that answer into unparsable_request() for the method's request type.
+// Streaming calls pass through (Stream parses its own messages).
+class UnparsableRequestInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override;
+};
+
+}  // namespace tpool::rpc

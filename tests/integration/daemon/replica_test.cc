@@ -281,5 +281,56 @@ TEST(Replica, ARefFromBeforeARestartIsNotFoundNeverAnotherJob) {
   EXPECT_EQ(after.stop(), std::optional<int>(0)) << after.log();
 }
 
+TEST(Replica, AnOverlongReplicaIsInvalidArgumentAndNotEchoed) {
+  // Issue 13: the replica of a request had no bound and was echoed twice in
+  // the FAILED_PRECONDITION message, so a 10 kB one turned the answer into a
+  // metadata-size error. Over 253 bytes (a DNS name) it is INVALID_ARGUMENT
+  // with a short message; at 253 it is still just another replica.
+  DaemonProcess d(kNoMetrics, {"--replica-id", "tpoold-a"});
+  ASSERT_TRUE(d.started()) << d.log();
+  JobRef ref = submit(d, job("echo", "x"));
+  const std::string want = "the replica of job " + std::to_string(ref.job_id()) +
+                           " is 10000 bytes long, over the limit of 253 (a replica id is a DNS "
+                           "name at most); send back the replica that tpoold returned with the job";
+  JobRef huge = ref;
+  huge.set_replica(std::string(10000, 'r'));
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    grpc::Status s = d.jobs().Get(&ctx, huge, &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::CancelReply reply;
+    grpc::Status s = d.jobs().Cancel(&ctx, huge, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    tpool::v1::WaitRequest w;
+    w.set_job_id(ref.job_id());
+    w.set_replica(huge.replica());
+    JobResult res;
+    grpc::Status s = d.jobs().Wait(&ctx, w, &res);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {  // 253 bytes: a replica id that could exist, so the owner is named.
+    JobRef longest = ref;
+    longest.set_replica(std::string(253, 'r'));
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    grpc::Status s = d.jobs().Get(&ctx, longest, &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(s.error_message(),
+              wrong_replica_message(ref.job_id(), longest.replica(), "tpoold-a"));
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 }  // namespace
 }  // namespace tpool::testing

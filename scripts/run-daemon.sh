@@ -30,7 +30,7 @@ for ((i = 1; i <= $#; i++)); do
   if [[ "${!i}" == --listen=* ]]; then listen=${!i#--listen=}; fi
 done
 
-"$tpoold" --check-config "$config" >/dev/null
+"$tpoold" --check-config "$config" --plugin-dir "$plugins" >/dev/null
 
 ctl="$build/client/tpoolctl"
 [[ -x "$ctl" ]] || ctl=tpoolctl

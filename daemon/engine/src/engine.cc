@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <random>
 
 namespace tpool::engine {
 
@@ -118,7 +119,19 @@ struct JobTask {
 
 Engine::Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
                const tpool::Clock* clock)
-    : pool_(pool), host_(host), limits_(limits), clock_(clock) {}
+    : pool_(pool),
+      host_(host),
+      limits_(limits),
+      clock_(clock),
+      incarnation_(limits.incarnation != 0 ? limits.incarnation & JobId::kIncarnationMask
+                                           : JobId::draw_incarnation()) {}
+
+std::uint32_t JobId::draw_incarnation() {
+  std::random_device rd;
+  std::uint32_t v = 0;
+  while (v == 0) v = rd() & kIncarnationMask;  // 0 is the ids of a tpoold before incarnations
+  return v;
+}
 
 Engine::~Engine() = default;
 
@@ -227,7 +240,8 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
   const std::size_t hash =
       spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
   const bool retain = spec.retain || !spec.idempotency_key.empty();
-  std::uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t id =
+      JobId::make(incarnation_, next_sequence_.fetch_add(1, std::memory_order_relaxed));
   auto job =
       std::make_shared<Job>(*this, id, std::move(spec), std::move(handler), lane, group_cancel);
   job->payload_hash_ = hash;
@@ -482,6 +496,14 @@ void Engine::expire() {
 }
 
 Expected<Job> Engine::find(std::uint64_t id) {
+  if (const std::uint32_t inc = JobId::incarnation(id); inc != incarnation_) {
+    return {nullptr,
+            Error{ErrorCode::kNotFound,
+                  "job " + std::to_string(id) + " is from another run of tpoold (incarnation " +
+                      std::to_string(inc) + ", now " + std::to_string(incarnation_) +
+                      "): tpoold restarted since this job was accepted; its result is gone, "
+                      "submit the job again"}};
+  }
   std::lock_guard lock(store_mu_);
   auto it = retained_.find(id);
   if (it == retained_.end()) {

@@ -48,15 +48,29 @@ std::vector<std::string> civetweb_options(const std::string& listen) {
 
 }  // namespace
 
+Result<std::string> read_password_file(const std::string& path) {
+  std::error_code ec;
+  std::ifstream in;
+  if (std::filesystem::is_regular_file(path, ec)) in.open(path, std::ios::binary);
+  std::string password;
+  if (in) std::getline(in, password);
+  // A file written on Windows ends its line in CRLF: the CR is not part of
+  // the password (issue 13).
+  while (password.ends_with('\r')) password.pop_back();
+  if (password.empty()) {
+    return Status::InvalidArgument(
+        "cannot read a password from metrics.basic_auth_password_file '" + path +
+        "'; it must be a regular file that tpoold's user can read, and its first line must hold "
+        "the password");
+  }
+  return password;
+}
+
 Result<std::unique_ptr<Exporter>> Exporter::start(Sources sources, ExporterOptions opts) {
   if (!opts.basic_auth_password_file.empty()) {
-    std::ifstream in(opts.basic_auth_password_file);
-    if (!in || !std::getline(in, opts.basic_auth_password) || opts.basic_auth_password.empty()) {
-      return Status::InvalidArgument(
-          "cannot read a password from metrics.basic_auth_password_file '" +
-          opts.basic_auth_password_file +
-          "'; its first line must hold the password and tpoold must be able to read it");
-    }
+    auto pw = read_password_file(opts.basic_auth_password_file);
+    if (!pw.ok()) return pw.status();
+    opts.basic_auth_password = std::move(pw).value();
   }
   if (!opts.basic_auth_user.empty() && opts.basic_auth_password.empty()) {
     return Status::InvalidArgument("metrics.basic_auth_user '" + opts.basic_auth_user +

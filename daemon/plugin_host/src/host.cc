@@ -215,6 +215,13 @@ std::string join(const std::vector<LoadError>& errors) {
 
 }  // namespace
 
+std::vector<LoadError> Host::check_dirs(const std::vector<std::string>& dirs) {
+  std::vector<LoadError> errors;
+  std::vector<std::string> files;  // listed, not opened
+  for (const auto& dir : dirs) detail::scan_dir(dir, files, errors);
+  return errors;
+}
+
 std::shared_ptr<Registry> Host::Impl::build(const HostConfig& cfg, std::uint64_t generation,
                                             std::vector<LoadError>& errors) {
   auto reg = std::make_shared<Registry>();

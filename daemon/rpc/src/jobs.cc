@@ -107,10 +107,25 @@ grpc::ServerUnaryReactor* finish_now(grpc::CallbackServerContext* ctx, const grp
   return r;
 }
 
+// A replica id is at most a DNS name long (server.replica_id has the same
+// bound, docs/configuration.md), so a longer one in a request was never one
+// tpoold returned.
+constexpr std::size_t kMaxReplicaBytes = 253;
+
 // A call naming a job of another replica: FAILED_PRECONDITION, saying where to
-// send it. An empty replica (an older client) is not checked.
+// send it. An empty replica (an older client) is not checked. A replica over
+// the bound is INVALID_ARGUMENT, and is not echoed: the message would grow
+// with it (twice) past what gRPC's metadata limit lets through.
 std::optional<grpc::Status> other_replica(std::uint64_t job_id, const std::string& owner,
                                           const std::string& me) {
+  if (owner.size() > kMaxReplicaBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the replica of job " + std::to_string(job_id) + " is " +
+                            std::to_string(owner.size()) + " bytes long, over the limit of " +
+                            std::to_string(kMaxReplicaBytes) +
+                            " (a replica id is a DNS name at most); send back the replica "
+                            "that tpoold returned with the job");
+  }
   if (owner.empty() || owner == me) return std::nullopt;
   return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                       "job " + std::to_string(job_id) + " belongs to replica " + owner +

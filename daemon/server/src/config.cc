@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -332,6 +333,17 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
 }
 
 Result<DaemonConfig> load_config_file(const std::string& path) {
+  // A directory opens and reads as empty, which used to give the defaults
+  // without a word (issue 13): only a regular file (or a link to one) is a
+  // config file.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+    return Status::InvalidArgument(
+        "the config file " + quote(path) + " is " +
+        (std::filesystem::is_directory(st) ? "a directory" : "not a regular file") +
+        "; give the path of a TOML file, e.g. /etc/tpoold/tpoold.toml");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return Status::InvalidArgument("cannot read the config file " + quote(path) +

@@ -294,9 +294,9 @@ int Daemon::start() {
   const Config& pc = pool_->config();
   std::string host_part = config_.server.listen.substr(0, config_.server.listen.rfind(':'));
   spdlog::info(
-      "tpoold {} (replica {}) serving gRPC on {}:{}; metrics {}; pool: {} workers ({} "
-      "blocking), scheduler {}, {} descriptors; plugins: {}",
-      TPOOL_VERSION, jobs_->replica(), host_part, port,
+      "tpoold {} (replica {}, incarnation {}) serving gRPC on {}:{}; metrics {}; pool: {} "
+      "workers ({} blocking), scheduler {}, {} descriptors; plugins: {}",
+      TPOOL_VERSION, jobs_->replica(), engine_->incarnation(), host_part, port,
       config_.metrics.enabled ? config_.metrics.listen : std::string("off"), pc.max_threads,
       pc.blocking_workers, to_string(pc.scheduler_variant), pc.queue_capacity,
       handlers.empty() ? std::string("none") : handlers);

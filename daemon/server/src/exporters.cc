@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon.h"
+#include "preflight.h"
 
 #if TPOOL_HAVE_METRICS
 #include "tpool/metrics/exporter.h"
@@ -41,6 +42,16 @@ std::shared_ptr<void> start_exporters(const DaemonView& view, std::string* error
       "(daemon/metrics); serving without /metrics");
   return nullptr;
 #endif
+}
+
+std::string check_exporters(const DaemonConfig& config) {
+  if (!config.metrics.enabled || config.metrics.basic_auth_password_file.empty()) return "";
+#if TPOOL_HAVE_METRICS
+  // The same reading Exporter::start does.
+  auto pw = metrics::read_password_file(config.metrics.basic_auth_password_file);
+  if (!pw.ok()) return pw.status().message();
+#endif
+  return "";
 }
 
 }  // namespace tpool::server

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "logging.h"
+#include "preflight.h"
 
 int main(int argc, char** argv) {
   using namespace tpool::server;
@@ -29,6 +30,12 @@ int main(int argc, char** argv) {
     return opts->check_only ? 1 : 2;
   }
   if (opts->check_only) {
+    const PreflightReport report = preflight(config.value());
+    for (const auto& w : report.warnings) std::fprintf(stderr, "tpoold: warning: %s\n", w.c_str());
+    for (const auto& e : report.errors) {
+      std::fprintf(stderr, "tpoold: %s: %s\n", opts->config_path.c_str(), e.c_str());
+    }
+    if (!report.errors.empty()) return 1;
     std::printf("tpoold: %s is valid\n", opts->config_path.c_str());
     return 0;
   }

@@ -282,5 +282,38 @@ TEST_F(EngineTest, BatchJobsAreCancelledWhileQueuedAndTimeOutPastTheirDeadline) 
   EXPECT_EQ(out[1].value.job->state(), JobState::kTimedOut);
 }
 
+TEST_F(EngineTest, JobIdsCarryTheIncarnationAndForeignOnesAreNotFound) {
+  // Issue 13, item 4: an id from another incarnation (a restarted daemon) is
+  // NOT_FOUND with a sentence, even when its sequence number is one this
+  // engine has handed out.
+  EngineLimits l;
+  l.incarnation = 0xabcdef;
+  start(l);
+  auto job = run(spec("echo", "mine"));
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(JobId::incarnation(job->id()), 0xabcdefu);
+  EXPECT_EQ(engine_->incarnation(), 0xabcdefu);
+  EXPECT_TRUE(engine_->find(job->id()).ok());
+  const std::uint64_t sequence = job->id() & JobId::kSequenceMask;
+  for (std::uint32_t other : {0u, 1u, 0xabcdeeu, 0xffffffu}) {
+    const std::uint64_t foreign = JobId::make(other, sequence);
+    auto found = engine_->find(foreign);
+    ASSERT_FALSE(found.ok()) << foreign;
+    EXPECT_EQ(found.error->code, ErrorCode::kNotFound);
+    EXPECT_EQ(found.error->message,
+              "job " + std::to_string(foreign) + " is from another run of tpoold (incarnation " +
+                  std::to_string(other) +
+                  ", now 11259375): tpoold restarted since this job was accepted; its result is "
+                  "gone, submit the job again");
+  }
+  // Drawn ones are never 0 (the ids of a tpoold before incarnations) and fit
+  // in 24 bits.
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint32_t inc = JobId::draw_incarnation();
+    EXPECT_NE(inc, 0u);
+    EXPECT_LE(inc, JobId::kIncarnationMask);
+  }
+}
+
 }  // namespace
 }  // namespace tpool::engine

@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <map>
+#include <vector>
 
 #include "daemon_process.h"
 
@@ -208,6 +209,128 @@ TEST(Replica, TheDefaultIsTheHostNameAndTheFlagOverridesTheConfigKey) {
     EXPECT_NE(*rc, 0);
     EXPECT_NE(d.log().find("server.replica_id = 'two words'"), std::string::npos) << d.log();
   }
+}
+
+TEST(Replica, ARefFromBeforeARestartIsNotFoundNeverAnotherJob) {
+  // Issue 13, item 4: ids restarted at 1 and the replica id stayed the host
+  // name, so after a restart an old ref named another client's new job: Get
+  // answered its state and Cancel cancelled it. Now the old ref is NOT_FOUND
+  // with a sentence saying tpoold restarted, and the new jobs are untouched.
+  std::vector<JobRef> old_refs;
+  {
+    DaemonProcess before(kNoMetrics, {"--replica-id", "vm"});
+    ASSERT_TRUE(before.started()) << before.log();
+    for (int i = 0; i < 3; ++i) old_refs.push_back(submit(before, job("echo", "before")));
+    ASSERT_EQ(before.stop(), std::optional<int>(0)) << before.log();
+  }
+  DaemonProcess after(kNoMetrics, {"--replica-id", "vm"});
+  ASSERT_TRUE(after.started()) << after.log();
+  // Another client's jobs after the restart: one that keeps running (the
+  // one an old Cancel used to hit), and ended ones.
+  tpool::v1::JobRequest long_job = job("sleep", "60000");
+  long_job.set_lane(tpool::v1::LANE_BLOCKING);
+  std::vector<JobRef> new_refs = {submit(after, long_job), submit(after, job("echo", "after")),
+                                  submit(after, job("echo", "after"))};
+  // A job id's top 24 bits are its incarnation (docs/api.md).
+  const std::uint64_t now_incarnation = new_refs[0].job_id() >> 40;
+  auto restarted = [&](const JobRef& ref) {
+    return "job " + std::to_string(ref.job_id()) + " is from another run of tpoold (incarnation " +
+           std::to_string(ref.job_id() >> 40) + ", now " + std::to_string(now_incarnation) +
+           "): tpoold restarted since this job was accepted; its result is gone, submit the job "
+           "again";
+  };
+  for (const JobRef& ref : old_refs) {
+    EXPECT_EQ(ref.replica(), "vm");
+    {
+      grpc::ClientContext ctx;
+      tpool::v1::JobStatus st;
+      grpc::Status s = after.jobs().Get(&ctx, ref, &st);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND)
+          << "Get of an old ref answered job " << st.job_id() << " (" << st.handler() << ")";
+      EXPECT_EQ(s.error_message(), restarted(ref));
+    }
+    {
+      grpc::ClientContext ctx;
+      tpool::v1::CancelReply reply;
+      grpc::Status s = after.jobs().Cancel(&ctx, ref, &reply);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+      EXPECT_EQ(s.error_message(), restarted(ref));
+    }
+    {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      tpool::v1::WaitRequest w;
+      w.set_job_id(ref.job_id());
+      w.set_replica(ref.replica());
+      JobResult res;
+      grpc::Status s = after.jobs().Wait(&ctx, w, &res);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+      EXPECT_EQ(s.error_message(), restarted(ref));
+    }
+  }
+  {  // The old Cancels did not touch the new long job.
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    ASSERT_TRUE(after.jobs().Get(&ctx, new_refs[0], &st).ok());
+    EXPECT_TRUE(st.state() == tpool::v1::JOB_STATE_QUEUED ||
+                st.state() == tpool::v1::JOB_STATE_RUNNING)
+        << st.state();
+  }
+  grpc::ClientContext ctx;
+  tpool::v1::CancelReply reply;
+  ASSERT_TRUE(after.jobs().Cancel(&ctx, new_refs[0], &reply).ok());
+  EXPECT_EQ(after.stop(), std::optional<int>(0)) << after.log();
+}
+
+TEST(Replica, AnOverlongReplicaIsInvalidArgumentAndNotEchoed) {
+  // Issue 13: the replica of a request had no bound and was echoed twice in
+  // the FAILED_PRECONDITION message, so a 10 kB one turned the answer into a
+  // metadata-size error. Over 253 bytes (a DNS name) it is INVALID_ARGUMENT
+  // with a short message; at 253 it is still just another replica.
+  DaemonProcess d(kNoMetrics, {"--replica-id", "tpoold-a"});
+  ASSERT_TRUE(d.started()) << d.log();
+  JobRef ref = submit(d, job("echo", "x"));
+  const std::string want = "the replica of job " + std::to_string(ref.job_id()) +
+                           " is 10000 bytes long, over the limit of 253 (a replica id is a DNS "
+                           "name at most); send back the replica that tpoold returned with the job";
+  JobRef huge = ref;
+  huge.set_replica(std::string(10000, 'r'));
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    grpc::Status s = d.jobs().Get(&ctx, huge, &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::CancelReply reply;
+    grpc::Status s = d.jobs().Cancel(&ctx, huge, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    tpool::v1::WaitRequest w;
+    w.set_job_id(ref.job_id());
+    w.set_replica(huge.replica());
+    JobResult res;
+    grpc::Status s = d.jobs().Wait(&ctx, w, &res);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+    EXPECT_EQ(s.error_message(), want);
+  }
+  {  // 253 bytes: a replica id that could exist, so the owner is named.
+    JobRef longest = ref;
+    longest.set_replica(std::string(253, 'r'));
+    grpc::ClientContext ctx;
+    tpool::v1::JobStatus st;
+    grpc::Status s = d.jobs().Get(&ctx, longest, &st);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(s.error_message(),
+              wrong_replica_message(ref.job_id(), longest.replica(), "tpoold-a"));
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
 }  // namespace

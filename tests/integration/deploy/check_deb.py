@@ -178,7 +178,9 @@ def main():
     c.check(r.returncode == 0, f"dpkg-deb -x failed: {r.stderr}")
     tpoold, tpoolctl = root / "usr/bin/tpoold", root / "usr/bin/tpoolctl"
     config = root / "etc/tpoold/tpoold.toml"
-    r = run([tpoold, "--check-config", config])
+    # --check-config checks the plugin directories too; the package's are
+    # under root here, not at the absolute paths the config names.
+    r = run([tpoold, "--check-config", config, "--plugin-dir", root / "usr/lib/tpool/plugins"])
     c.check(r.returncode == 0, f"the installed tpoold --check-config rejects the installed "
                                f"config (exit {r.returncode}): {r.stdout}{r.stderr}")
     broken = work / "broken.toml"

@@ -296,6 +296,20 @@ TEST(Metrics, ScrapesSucceedWhileIdleConnectionsAreHeldOpen) {
   EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
 }
 
+TEST(Metrics, APasswordFileWithCrlfLineEndsHasNoCrInThePassword) {
+  // Issue 13: a password file written with CRLF made the CR part of the
+  // password, so the password Prometheus sends never matched.
+  TempDir dir;
+  const std::string pw = dir.file("password");
+  std::ofstream(pw, std::ios::binary) << "s3cret\r\nsecond line\r\n";
+  MetricsDaemon m(dir, "basic_auth_user = \"prom\"\nbasic_auth_password_file = \"" + pw + "\"\n");
+  ASSERT_TRUE(m.daemon.started()) << m.daemon.log();
+  ASSERT_GT(m.port, 0) << m.daemon.log();
+  EXPECT_EQ(http_get(m.port, "/metrics", "prom:s3cret").status, 200);
+  EXPECT_EQ(http_get(m.port, "/metrics", "prom:s3cret\r").status, 401);
+  EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
+}
+
 // A PromQL instant query through Prometheus' HTTP API; the value of a
 // one-sample vector result, or nullopt (no data yet, or an error).
 std::optional<double> promql(int port, const std::string& query) {

@@ -89,8 +89,12 @@ def main():
         c.check(path in ro, f"ReadOnlyPaths does not name {path}")
 
     if args.tpoold:
-        r = subprocess.run([args.tpoold, "--check-config", str(ROOT / "deploy/tpoold.toml")],
-                           capture_output=True, text=True)
+        # --check-config also checks that the plugin directories exist (as the
+        # start does); this machine has not installed the package, so an
+        # empty directory stands in for them.
+        with tempfile.TemporaryDirectory() as plugins:
+            r = subprocess.run([args.tpoold, "--check-config", str(ROOT / "deploy/tpoold.toml"),
+                                "--plugin-dir", plugins], capture_output=True, text=True)
         c.check(r.returncode == 0, f"tpoold --check-config rejects deploy/tpoold.toml, the "
                                    f"config the unit starts with: {r.stdout}{r.stderr}")
 

@@ -59,6 +59,37 @@ struct EngineLimits {
   std::chrono::milliseconds retention{300000};
   std::size_t max_retained_bytes = 64u << 20;
   std::size_t max_retained_entries = 100000;
+  // This process's incarnation (see JobId); 0: the engine draws one at
+  // random. Tests set it to make two engines look like a restart.
+  std::uint32_t incarnation = 0;
+};
+
+// Job ids (docs/api.md, "Job ids and restarts"). A job id is
+//   incarnation (top 24 bits) | sequence (low 40 bits)
+// where the incarnation is a random, non-zero number drawn once per process
+// and the sequence counts from 1. Ids are unique within one process; a ref
+// from an earlier process (a restart, an upgrade) carries another
+// incarnation, so it is told apart from this process's jobs instead of
+// naming whichever new job got the same sequence number. Two processes draw
+// the same incarnation with probability 2^-24. The sequence wraps after 2^40
+// jobs in one process (12.7 days at a million jobs a second); results are
+// kept for minutes, so only a ref held across 2^40 later jobs could then
+// name a newer job. Almost all ids are above 2^53: JSON clients must not
+// parse them as doubles (proto3 JSON prints uint64 as a string).
+struct JobId {
+  static constexpr int kSequenceBits = 40;
+  static constexpr int kIncarnationBits = 24;
+  static constexpr std::uint64_t kSequenceMask = (std::uint64_t{1} << kSequenceBits) - 1;
+  static constexpr std::uint32_t kIncarnationMask = (std::uint32_t{1} << kIncarnationBits) - 1;
+  static constexpr std::uint64_t make(std::uint32_t incarnation, std::uint64_t sequence) noexcept {
+    return (std::uint64_t{incarnation & kIncarnationMask} << kSequenceBits) |
+           (sequence & kSequenceMask);
+  }
+  static constexpr std::uint32_t incarnation(std::uint64_t id) noexcept {
+    return static_cast<std::uint32_t>(id >> kSequenceBits);
+  }
+  // A random incarnation in [1, 2^24): std::random_device (getrandom(2)).
+  static std::uint32_t draw_incarnation();
 };
 
 // The daemon's counters for one handler; plain atomics (the metrics exporter
@@ -146,8 +177,11 @@ class Engine {
                            const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
                            bool stop_when_full);
 
-  // A retained job (Submit, or keyed), queued, running or ended.
+  // A retained job (Submit, or keyed), queued, running or ended. An id of
+  // another incarnation is kNotFound with a sentence saying tpoold restarted.
   Expected<Job> find(std::uint64_t id);
+  // This process's incarnation: the top bits of every job id it hands out.
+  std::uint32_t incarnation() const noexcept { return incarnation_; }
 
   // The retention sweep by time; the daemon calls it about once a second.
   void expire();
@@ -199,7 +233,8 @@ class Engine {
   const EngineLimits limits_;
   const tpool::Clock* clock_;
 
-  std::atomic<std::uint64_t> next_id_{1};
+  const std::uint32_t incarnation_;
+  std::atomic<std::uint64_t> next_sequence_{1};  // relaxed: only uniqueness matters
   std::atomic<std::uint64_t> in_flight_{0};
   std::atomic<bool> draining_{false};
   std::atomic<bool> cancel_all_{false};

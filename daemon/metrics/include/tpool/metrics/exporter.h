@@ -86,6 +86,12 @@ struct ExporterOptions {
   std::string port_file;                  // write the bound port here (whole, then renamed)
 };
 
+// The password in metrics.basic_auth_password_file: its first line, without
+// the line end (LF or CRLF). An error sentence naming the file when it is not
+// a readable regular file or its first line is empty. Exporter::start uses
+// it, and so does `tpoold --check-config`.
+Result<std::string> read_password_file(const std::string& path);
+
 class Exporter {
  public:
   // Binds and starts serving. The error is a sentence naming the address.

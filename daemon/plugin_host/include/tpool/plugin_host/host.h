@@ -140,6 +140,11 @@ class Host {
   // errors (optional) receives the list in both cases.
   static Result<std::unique_ptr<Host>> load(HostConfig config,
                                             std::vector<LoadError>* errors = nullptr);
+  // The checks load() makes on each directory before it opens any file
+  // (it exists, is a directory, is not world-writable, can be listed),
+  // loading nothing: for `tpoold --check-config`. One LoadError per failing
+  // directory, with the same message load() would give.
+  static std::vector<LoadError> check_dirs(const std::vector<std::string>& dirs);
   ~Host();
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;

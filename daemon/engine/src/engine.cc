@@ -11,12 +11,23 @@
 //       task end decrements in_flight_, then reads the waiter count. Both
 //       pairs are seq_cst, so at least one side sees the other (Dekker): a
 //       waiter registered while jobs are in flight is always woken.
+//  (E4) The running set (running.cc): a worker adds a job before calling its
+//       handler and removes it after the handler returns, so the set holds
+//       exactly the jobs some worker is inside. The deadline thread reads it
+//       every enforce_interval and ends a job whose deadline passed
+//       (TIMED_OUT) or that was cancelled and did not return within
+//       cancel_grace (CANCELLED), whatever its handler does (inv 5 in job.h);
+//       a handler still inside cancel_grace after its job was told to stop
+//       is counted once in ignored_cancellation. A queued job is not in the
+//       set: it ends when the pool dequeues it (its token) or cancels it.
 #include "tpool/engine/engine.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <functional>
+
+#include "tpool/engine/thread_job.h"
 
 namespace tpool::engine {
 
@@ -33,7 +44,9 @@ struct JobTask {
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
       job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                             std::memory_order_relaxed);
+      e.enter_running(self);  // (E4)
       execute(job);
+      e.leave_running(job);
     }  // else: cancelled while queued, already final (inv 1)
     release(e);
   }
@@ -65,6 +78,7 @@ struct JobTask {
     }
     InvokeResult r;
     try {
+      ThreadJobScope on_thread(job.spec_.handler, job.id_);  // for a crash report (T1)
       r = job.engine_.host_.invoke(job.handler_, job.spec_.payload, job);
     } catch (const std::exception& ex) {  // bad_alloc building the result
       r.code = JobCode::kInternal;
@@ -118,9 +132,20 @@ struct JobTask {
 
 Engine::Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
                const tpool::Clock* clock)
-    : pool_(pool), host_(host), limits_(limits), clock_(clock) {}
+    : pool_(pool), host_(host), limits_(limits), clock_(clock) {
+  if (limits_.enforce_interval.count() > 0)
+    enforce_thread_ = std::thread([this] { enforce_loop(); });
+}
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (!enforce_thread_.joinable()) return;
+  {
+    std::lock_guard lock(enforce_stop_mu_);
+    enforce_stop_ = true;
+  }
+  enforce_stop_cv_.notify_all();
+  enforce_thread_.join();
+}
 
 Engine::Clock::time_point Engine::now() const noexcept {
   if (clock_ == nullptr) return Clock::now();
@@ -537,6 +562,8 @@ EngineSnapshot Engine::snapshot() const {
   s.rejected_conflict = rejected_conflict_.load(std::memory_order_relaxed);
   s.deduplicated = deduplicated_.load(std::memory_order_relaxed);
   s.expired = expired_.load(std::memory_order_relaxed);
+  s.ignored_cancellation = ignored_cancellation_.load(std::memory_order_relaxed);
+  s.running_after_end = running_after_end_.load(std::memory_order_relaxed);
   s.draining = draining();
   std::shared_lock lock(counters_mu_);
   for (const auto& [name, c] : counters_) {

@@ -11,6 +11,15 @@
 //       task end decrements in_flight_, then reads the waiter count. Both
 //       pairs are seq_cst, so at least one side sees the other (Dekker): a
 //       waiter registered while jobs are in flight is always woken.
+//  (E4) The running set (running.cc): a worker adds a job before calling its
+//       handler and removes it after the handler returns, so the set holds
+//       exactly the jobs some worker is inside. The deadline thread reads it
+//       every enforce_interval and ends a job whose deadline passed
+//       (TIMED_OUT) or that was cancelled and did not return within
+//       cancel_grace (CANCELLED), whatever its handler does (inv 5 in job.h);
+//       a handler still inside cancel_grace after its job was told to stop
+//       is counted once in ignored_cancellation. A queued job is not in the
+//       set: it ends when the pool dequeues it (its token) or cancels it.
 #include "tpool/engine/engine.h"
 
 #include <spdlog/spdlog.h>
@@ -18,6 +27,8 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+
+#include "tpool/engine/thread_job.h"
 
 namespace tpool::engine {
 
@@ -34,7 +45,9 @@ struct JobTask {
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
       job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                             std::memory_order_relaxed);
+      e.enter_running(self);  // (E4)
       execute(job);
+      e.leave_running(job);
     }  // else: cancelled while queued, already final (inv 1)
     release(e);
   }
@@ -66,6 +79,7 @@ struct JobTask {
     }
     InvokeResult r;
     try {
+      ThreadJobScope on_thread(job.spec_.handler, job.id_);  // for a crash report (T1)
       r = job.engine_.host_.invoke(job.handler_, job.spec_.payload, job);
     } catch (const std::exception& ex) {  // bad_alloc building the result
       r.code = JobCode::kInternal;
@@ -124,7 +138,10 @@ Engine::Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
       limits_(limits),
       clock_(clock),
       incarnation_(limits.incarnation != 0 ? limits.incarnation & JobId::kIncarnationMask
-                                           : JobId::draw_incarnation()) {}
+                                           : JobId::draw_incarnation()) {
+  if (limits_.enforce_interval.count() > 0)
+    enforce_thread_ = std::thread([this] { enforce_loop(); });
+}
 
 std::uint32_t JobId::draw_incarnation() {
   std::random_device rd;
@@ -133,7 +150,15 @@ std::uint32_t JobId::draw_incarnation() {
   return v;
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (!enforce_thread_.joinable()) return;
+  {
+    std::lock_guard lock(enforce_stop_mu_);
+    enforce_stop_ = true;
+  }
+  enforce_stop_cv_.notify_all();
+  enforce_thread_.join();
+}
 
 Engine::Clock::time_point Engine::now() const noexcept {
   if (clock_ == nullptr) return Clock::now();
@@ -559,6 +584,8 @@ EngineSnapshot Engine::snapshot() const {
   s.rejected_conflict = rejected_conflict_.load(std::memory_order_relaxed);
   s.deduplicated = deduplicated_.load(std::memory_order_relaxed);
   s.expired = expired_.load(std::memory_order_relaxed);
+  s.ignored_cancellation = ignored_cancellation_.load(std::memory_order_relaxed);
+  s.running_after_end = running_after_end_.load(std::memory_order_relaxed);
   s.draining = draining();
   std::shared_lock lock(counters_mu_);
   for (const auto& [name, c] : counters_) {

@@ -10,6 +10,8 @@
 // JobServices) and are not jobs of their own: no id, no result store.
 #include <memory>
 
+#include "tpool/engine/thread_job.h"
+
 #include "tpool/engine/engine.h"
 
 namespace tpool::engine {
@@ -31,6 +33,7 @@ class Child final : public plugin_host::JobServices {
       return;
     }
     try {
+      ThreadJobScope on_thread(c.handler_.name(), c.root_.id());  // for a crash report (T1)
       c.result_ = c.engine_.host().invoke(c.handler_, c.input_, c);
     } catch (const std::exception& ex) {
       c.result_.code = JobCode::kInternal;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "tpool/engine/engine.h"
 
@@ -149,7 +150,17 @@ bool Job::is_cancelled() const noexcept {
   if (token_.is_cancelled()) return true;
   // relaxed: a flag polled repeatedly; a late observation only delays the
   // handler's stop by one poll.
-  if (group_cancel_ != nullptr && group_cancel_->load(std::memory_order_relaxed)) return true;
+  if (group_cancel_ != nullptr) {
+    // (inv 6) seq_cst increment, then seq_cst load of the detach: pairs with
+    // detach_group's store and load (Dekker; acquire/release would let both
+    // miss each other).
+    group_readers_.fetch_add(1, std::memory_order_seq_cst);
+    // relaxed read of the flag itself: a late observation only delays a stop.
+    const bool group = group_detached_.load(std::memory_order_seq_cst) ||
+                       group_cancel_->load(std::memory_order_relaxed);
+    group_readers_.fetch_sub(1, std::memory_order_release);  // pairs with detach_group's acquire
+    if (group) return true;
+  }
   return engine_.cancel_all_.load(std::memory_order_relaxed);
 }
 
@@ -191,6 +202,16 @@ void Job::progress(double fraction, std::string_view note) noexcept {
     progress_note_.assign(note);
   } catch (...) {  // bad_alloc for the note: keep the old one
   }
+}
+
+void Job::detach_group() noexcept {
+  if (group_cancel_ == nullptr) return;
+  group_detached_.store(true, std::memory_order_seq_cst);  // (inv 6) Dekker with is_cancelled
+  while (group_readers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+bool Job::claim_ignored_cancellation() noexcept {
+  return !ignored_claimed_.exchange(true, std::memory_order_relaxed);
 }
 
 std::vector<plugin_host::InvokeResult> Job::run_children(std::string_view handler,

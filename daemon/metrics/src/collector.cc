@@ -163,11 +163,15 @@ void collect_engine(const engine::EngineSnapshot& e, const plugin_host::Host* ho
   f.gauge("tpoold_result_store_bytes", "Bytes of retained results.").value(d(e.retained_bytes));
   f.counter("tpoold_result_store_expired_total", "Results dropped by retention.")
       .value(d(e.expired));
+  f.gauge("tpoold_handlers_running_after_end",
+          "Handlers still running although their job has ended (timed out or cancelled by the "
+          "engine).")
+      .value(d(e.running_after_end));
   f.gauge("tpoold_draining", "1 while the daemon drains (accepts no new jobs).")
       .value(e.draining ? 1.0 : 0.0);
 }
 
-void collect_host(const plugin_host::HostCounters& c, Families& f) {
+void collect_host(const plugin_host::HostCounters& c, std::uint64_t engine_ignored, Families& f) {
   f.gauge("tpoold_plugins_loaded", "Plugins in the current registry.").value(d(c.plugins_loaded));
   f.gauge("tpoold_handlers_registered", "Handlers in the current registry.")
       .value(d(c.handlers_registered));
@@ -187,9 +191,14 @@ void collect_host(const plugin_host::HostCounters& c, Families& f) {
   f.counter("tpoold_handler_output_too_large_total",
             "Handler calls failed because their output exceeded server.max_output_bytes.")
       .value(d(c.output_too_large));
+  // One count per handler call: the host's (returned OK after cancellation)
+  // and the engine's (still running cancel_grace_ms after it) never overlap
+  // (JobServices::claim_ignored_cancellation).
   f.counter("tpoold_handler_ignored_cancellation_total",
-            "Handler calls that returned OK after cancellation or deadline (reported failed).")
-      .value(d(c.ignored_cancellation));
+            "Handler calls that ignored cancellation or their deadline: returned OK after it "
+            "(reported failed), or were still running server.cancel_grace_ms after it (each "
+            "holds a worker until it returns).")
+      .value(d(c.ignored_cancellation + engine_ignored));
 }
 
 void collect_rpc(const rpc::RpcSnapshot& r, Families& f) {
@@ -239,8 +248,13 @@ std::vector<prometheus::MetricFamily> Collector::Collect() const {
                    {"compiler", TPOOL_METRICS_COMPILER},
                    {"version", sources_.version}});
   if (sources_.pool != nullptr) collect_pool(sources_.pool->stats(), f);
-  if (sources_.engine != nullptr) collect_engine(sources_.engine->snapshot(), sources_.host, f);
-  if (sources_.host != nullptr) collect_host(sources_.host->counters(), f);
+  std::uint64_t engine_ignored = 0;
+  if (sources_.engine != nullptr) {
+    engine::EngineSnapshot e = sources_.engine->snapshot();
+    engine_ignored = e.ignored_cancellation;
+    collect_engine(e, sources_.host, f);
+  }
+  if (sources_.host != nullptr) collect_host(sources_.host->counters(), engine_ignored, f);
   if (sources_.jobs != nullptr) collect_rpc(sources_.jobs->snapshot(), f);
   collect_process(read_process_stats(), f);
   return std::move(f).take();

@@ -471,7 +471,7 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
   } else if (services.is_cancelled()) {
     // The handler ignored the cancellation: its caller still hears that the
     // job was cancelled or timed out, and the handler is counted.
-    Shared::bump(s.ignored_cancellation);
+    if (services.claim_ignored_cancellation()) Shared::bump(s.ignored_cancellation);
     bool deadline = services.deadline_passed();
     r.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
     r.message = "the job was " + std::string(deadline ? "past its deadline" : "cancelled") +

@@ -6,10 +6,13 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
+#include "crash.h"
 #include "notify.h"
 
 #ifndef TPOOL_VERSION
@@ -192,6 +195,17 @@ int Daemon::run() {
   serve();
   drain();
   stop();
+  if (stuck_handlers_ != 0) {
+    // A worker inside a handler that ignores cancellation cannot be joined
+    // or interrupted: leave without running destructors (they would join it).
+    spdlog::critical(
+        "tpoold stopped with {} handlers still running; exiting with status {} without waiting "
+        "for them",
+        stuck_handlers_, kExitHandlersStuck);
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(kExitHandlersStuck);
+  }
   return 0;
 }
 
@@ -233,6 +247,8 @@ int Daemon::start() {
   limits.retention = std::chrono::milliseconds(config_.results.retention_ms);
   limits.max_retained_bytes = config_.results.max_bytes;
   limits.max_retained_entries = config_.results.max_entries;
+  limits.cancel_grace = std::chrono::milliseconds(config_.server.cancel_grace_ms);
+  limits.thread_init = &crash_handler_thread_init;
   engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
   jobs_ = std::make_unique<rpc::JobServiceImpl>(
       *engine_,
@@ -383,27 +399,58 @@ void Daemon::drain() {
     cancel = cancel || cancel_requested_;
     engine_->expire();
   }
+  std::size_t stuck = 0;
   if (!drained) {
     if (!cancel) {
-      spdlog::warn("the drain timeout ({} ms) passed with {} jobs in flight: cancelling them",
-                   timeout.count(), engine_->in_flight());
+      spdlog::warn(
+          "the drain timeout ({} ms) passed with {} jobs in flight: cancelling the queued ones "
+          "and telling the running handlers to stop",
+          timeout.count(), engine_->in_flight());
     }
     engine_->cancel_all();
+    // Ends every queued job cancelled now; running ones end when their
+    // handler returns (or the engine ends them after cancel_grace_ms).
+    (void)pool_->shutdown(ShutdownMode::kCancelPending, std::chrono::nanoseconds(0));
     auto grace = std::chrono::milliseconds(config_.server.cancel_grace_ms);
-    (void)pool_->shutdown(ShutdownMode::kCancelPending, grace);
-    if (!engine_->wait_idle(grace)) {
-      spdlog::error(
-          "{} jobs were still running {} ms after cancellation (server.cancel_grace_ms); "
-          "their handlers ignore cancellation",
-          engine_->in_flight(), grace.count());
+    auto grace_end = std::chrono::steady_clock::now() + grace;
+    while (engine_->in_flight() != 0 && std::chrono::steady_clock::now() < grace_end) {
+      int sig = next_signal(std::min(
+          kTick, std::chrono::duration_cast<std::chrono::milliseconds>(
+                     grace_end - std::chrono::steady_clock::now() + std::chrono::milliseconds(1))));
+      if (sig == SIGTERM || sig == SIGINT) {
+        spdlog::warn("{} while handlers are told to stop: not waiting for them any longer",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        break;
+      }
+    }
+    if (engine_->in_flight() != 0) {
+      engine_->enforce();  // end (CANCELLED) the jobs whose handlers ignore it, for their callers
+      std::vector<engine::RunningJob> running = engine_->running();
+      stuck = running.size();
+      for (const auto& r : running) {
+        spdlog::error(
+            "job {} (handler {}) did not stop: its handler has run for {} ms and ignores "
+            "cancellation",
+            r.id, r.handler, r.running_for.count());
+      }
+      // None inside a handler: the rest are between a handler's return and
+      // their task's end, which stop() waits for.
     }
   }
   std::uint64_t cancelled_after = 0;
   std::uint64_t final_after = total_final(engine_->snapshot(), &cancelled_after);
   DrainOutcome outcome{drained, final_after - final_before - (cancelled_after - cancelled_before),
                        cancelled_after - cancelled_before};
-  spdlog::info("drain {}: {} jobs finished, {} cancelled", drained ? "complete" : "cut short",
-               outcome.finished, outcome.cancelled);
+  if (stuck == 0) {
+    spdlog::info("drain {}: {} jobs finished, {} cancelled", drained ? "complete" : "cut short",
+                 outcome.finished, outcome.cancelled);
+  } else {
+    spdlog::error(
+        "drain cut short: {} jobs finished, {} cancelled; {} handlers are still running after "
+        "server.cancel_grace_ms ({} ms)",
+        outcome.finished, outcome.cancelled, stuck, config_.server.cancel_grace_ms);
+  }
+  stuck_handlers_ = stuck;
   std::vector<std::function<void(const DrainOutcome&)>> waiters;
   {
     std::lock_guard lock(request_mu_);
@@ -416,6 +463,12 @@ void Daemon::stop() {
   phase_.store(Phase::kStopping, std::memory_order_release);
   server_->Shutdown(std::chrono::system_clock::now() + kServerShutdownGrace);
   exporters_.reset();
+  if (stuck_handlers_ != 0) {
+    // Their workers cannot be joined: run() exits without waiting for them.
+    (void)pool_->shutdown(ShutdownMode::kCancelPending, std::chrono::nanoseconds(0));
+    phase_.store(Phase::kStopped, std::memory_order_release);
+    return;
+  }
   Status s = pool_->shutdown(ShutdownMode::kCancelPending,
                              std::chrono::milliseconds(config_.server.cancel_grace_ms));
   if (!s.ok()) spdlog::warn("pool shutdown: {}", s.message());

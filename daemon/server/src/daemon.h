@@ -12,7 +12,10 @@
 //            the timeout, or Shutdown(CANCEL)) cancels what is pending and
 //            tells running handlers to stop.
 //  stopping  the gRPC server shuts down (open calls end), the pool stops.
-//  stopped   exit 0.
+//  stopped   exit 0; or, when handlers still run cancel_grace_ms after being
+//            told to stop (they ignore cancellation), their jobs are logged
+//            and tpoold exits kExitHandlersStuck at once, without joining
+//            their workers (docs/operations.md, "Exit status").
 //
 // Signals are blocked in every thread and taken by the main thread with
 // sigtimedwait. A library thread that unblocks them gets a handler that only
@@ -46,6 +49,10 @@ struct DaemonView {
   const engine::Engine* engine = nullptr;
   const rpc::JobServiceImpl* jobs = nullptr;
 };
+
+// The exit status when handlers ignored cancellation through the whole stop
+// (docs/operations.md, "Exit status").
+inline constexpr int kExitHandlersStuck = 3;
 
 class Daemon final : public rpc::Lifecycle {
  public:
@@ -82,6 +89,8 @@ class Daemon final : public rpc::Lifecycle {
   bool cancel_requested_ = false;                                        // by request_mu_
   std::chrono::milliseconds drain_timeout_{0};                           // by request_mu_
   std::vector<std::function<void(const DrainOutcome&)>> drain_waiters_;  // by request_mu_
+
+  std::size_t stuck_handlers_ = 0;  // main thread only: set by drain()
 
   std::unique_ptr<plugin_host::Host> host_;
   std::unique_ptr<Pool> pool_;

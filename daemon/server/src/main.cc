@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "config.h"
+#include "crash.h"
 #include "daemon.h"
 #include "logging.h"
 #include "preflight.h"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   setup_logging(config->log.level, config->log.format);
+  install_crash_handler(config->log.format == "json");
   Daemon daemon(std::move(config).value());
   return daemon.run();
 }

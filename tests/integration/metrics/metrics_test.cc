@@ -118,6 +118,7 @@ const char* const kFamilies[] = {
     "tpoold_handler_exceptions_total",
     "tpoold_handler_output_too_large_total",
     "tpoold_handler_ignored_cancellation_total",
+    "tpoold_handlers_running_after_end",
     "tpoold_grpc_streams_active",
     "tpoold_grpc_streams_total",
     "tpoold_grpc_streams_rejected_total",

@@ -21,6 +21,7 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -59,6 +60,19 @@ struct EngineLimits {
   std::chrono::milliseconds retention{300000};
   std::size_t max_retained_bytes = 64u << 20;
   std::size_t max_retained_entries = 100000;
+  // A running job whose handler was told to stop (Cancel, the call's
+  // cancellation, cancel_all) and has not returned after this long is ended
+  // CANCELLED by the engine itself; a handler still running this long after
+  // its job ended (deadline or cancellation) counts in
+  // ignored_cancellation. (E4)
+  std::chrono::milliseconds cancel_grace{5000};
+  // How often the engine's deadline thread looks at the running jobs (E4);
+  // zero: no thread (tests call Engine::enforce()). Picked by hand: the
+  // lateness of a TIMED_OUT answer against 50 wake-ups a second.
+  std::chrono::milliseconds enforce_interval{20};
+  // Not a limit: called once on each thread, the first time it runs a job of
+  // this engine (the daemon sets up the crash handler's signal stack there).
+  void (*thread_init)() = nullptr;
   // This process's incarnation (see JobId); 0: the engine draws one at
   // random. Tests set it to make two engines look like a restart.
   std::uint32_t incarnation = 0;
@@ -118,8 +132,25 @@ struct EngineSnapshot {
   std::uint64_t rejected_conflict = 0;  // idempotency key reused differently
   std::uint64_t deduplicated = 0;       // requests answered by an earlier job's key
   std::uint64_t expired = 0;            // results dropped by retention
+  // Handler calls still running cancel_grace after their job was told to
+  // stop (each holds a worker until it returns). The metric
+  // tpoold_handler_ignored_cancellation_total adds the host's count of calls
+  // that returned OK after it; a call is in one of the two, never both.
+  std::uint64_t ignored_cancellation = 0;
+  std::uint64_t running_after_end = 0;  // of those, still inside their handler now
   bool draining = false;
   std::vector<HandlerSnapshot> handlers;  // sorted by name
+};
+
+// A job a worker is running now (Engine::running()).
+struct RunningJob {
+  std::uint64_t id = 0;
+  std::string handler;
+  std::chrono::milliseconds running_for{0};
+  // Since the deadline thread first saw the job told to stop (cancelled or
+  // past its deadline); zero when it has not.
+  std::chrono::milliseconds told_to_stop_for{0};
+  JobState state = JobState::kRunning;  // final when the engine ended it (E4)
 };
 
 // A party that stopped submitting because the engine was full (a Stream that
@@ -195,6 +226,15 @@ class Engine {
   // Wait until no job is in flight; false on timeout.
   bool wait_idle(std::chrono::nanoseconds timeout);
 
+  // One pass of the deadline thread (E4): ends running jobs whose deadline
+  // passed (TIMED_OUT) or that were cancelled cancel_grace ago and are still
+  // in their handler (CANCELLED), and counts handlers that ignore
+  // cancellation. Safe from any thread; tests call it with enforce_interval 0.
+  void enforce();
+  // The jobs of this engine that workers are running now (also those the
+  // engine already ended whose handler has not returned), by id.
+  std::vector<RunningJob> running() const;
+
   // Register a waiter called once when capacity may be free (see
   // CapacityWaiter). Returns false (and does not register) when there is room
   // right now, so the caller retries immediately.
@@ -227,6 +267,10 @@ class Engine {
   std::optional<Error> validate(const JobSpec& spec) const;
   std::vector<plugin_host::InvokeResult> run_children(Job& parent, std::string_view handler,
                                                       std::span<const std::string_view> inputs);
+  // (E4) the worker's side: the job is running on this thread / has left it.
+  void enter_running(const std::shared_ptr<Job>& job);
+  void leave_running(const Job& job);
+  void enforce_loop();
 
   Pool& pool_;
   const plugin_host::Host& host_;
@@ -268,6 +312,15 @@ class Engine {
 
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
+
+  // (E4) the deadline thread and what it needs.
+  mutable std::mutex enforce_mu_;  // serialises enforce(); guards Job::stop_seen_ns_
+  std::atomic<std::uint64_t> ignored_cancellation_{0};
+  std::atomic<std::uint64_t> running_after_end_{0};
+  std::mutex enforce_stop_mu_;
+  std::condition_variable enforce_stop_cv_;
+  bool enforce_stop_ = false;  // by enforce_stop_mu_
+  std::thread enforce_thread_;
 
   std::mutex capacity_mu_;
   std::vector<CapacityWaiter*> capacity_waiters_;  // by capacity_mu_

@@ -17,7 +17,26 @@
 //      it will never be called.
 //  (4) A Job is shared (std::shared_ptr): the pool task holds one reference
 //      (self_) from submit until the task ends, the result store one while it
-//      retains the job, each RPC one while it uses it.
+//      retains the job, each RPC one while it uses it, and the engine's
+//      running set one while a worker is inside its handler (E4).
+//  (5) A job can be final while its worker is still inside the handler: the
+//      engine's deadline thread moves RUNNING -> TIMED_OUT once the deadline
+//      has passed, and RUNNING -> CANCELLED once a cancelled job's handler
+//      has had cancel_grace to return (engine.cc, E4), through the same
+//      finish(from, to) as the worker (inv 1), so exactly one of them writes
+//      the result. The worker's own finish then fails and its output is
+//      dropped; the task still ends only when the handler returns, so the job
+//      stays in in_flight (E1) and keeps its worker until then. After the
+//      handler returns the worker touches only spec_.payload (no reader reads
+//      it once the job is final) and the engine's counters.
+//  (6) group_cancel_ belongs to the call that submitted the job and lives
+//      until the job has reported (its waiters ran), no longer. A job the
+//      engine ends under its handler (inv 5) may be polled afterwards, so
+//      is_cancelled reads the flag only between group_readers_ increment and
+//      decrement, after checking group_detached_; the engine sets
+//      group_detached_ and waits for group_readers_ to drain before it ends
+//      the job (detach_group). Both sides are seq_cst (Dekker): either the
+//      reader sees the detach, or the engine sees the reader and waits.
 #pragma once
 
 #include <atomic>
@@ -115,6 +134,7 @@ class Job final : public plugin_host::JobServices {
   void progress(double fraction, std::string_view note) noexcept override;
   std::vector<plugin_host::InvokeResult> run_children(
       std::string_view handler, std::span<const std::string_view> inputs) override;
+  bool claim_ignored_cancellation() noexcept override;
 
   Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
       const std::atomic<bool>* group_cancel);
@@ -126,6 +146,10 @@ class Job final : public plugin_host::JobServices {
   // Moves the job from `from` to the final state `to` with the given result;
   // false if it was not in `from` (another caller moved it first) (inv 1).
   bool finish(JobState from, JobState to, std::string output, std::string message);
+  // (inv 6) Stop reading group_cancel_ (it reads as cancelled from now on),
+  // and wait until no reader is inside it. Before the engine ends a job whose
+  // handler is still running.
+  void detach_group() noexcept;
 
   Engine& engine_;
   const std::uint64_t id_;
@@ -133,8 +157,10 @@ class Job final : public plugin_host::JobServices {
   plugin_host::HandlerRef handler_;
   const Lane lane_;
   // Set by the call that owns a group of jobs (a Stream): cancelling the call
-  // cancels them all. May be null. Outlives the job's task.
+  // cancels them all. May be null. Outlives the job's report (inv 6).
   const std::atomic<bool>* group_cancel_;
+  mutable std::atomic<std::uint32_t> group_readers_{0};  // (inv 6)
+  std::atomic<bool> group_detached_{false};              // (inv 6)
   CancelToken token_;
   std::atomic<JobState> state_{JobState::kQueued};
   const Clock::time_point accepted_ = Clock::now();
@@ -159,6 +185,14 @@ class Job final : public plugin_host::JobServices {
   // pointer stays valid for the engine's life); set before submission.
   HandlerCounters* counters_ = nullptr;
   bool retained_ = false;  // set before submission, then read-only
+  // (E4, inv 5) guarded by the engine's enforce_mu_: when the deadline thread
+  // first saw the job told to stop (steady ns; 0: not yet).
+  std::int64_t stop_seen_ns_ = 0;
+  // Whether the handler call was counted as ignoring cancellation, by the
+  // engine (it overstayed cancel_grace) or by the host (it returned OK after
+  // cancellation), whichever came first: exchanged to true by the counter,
+  // so the call is counted once. relaxed: the flag itself is all it orders.
+  std::atomic<bool> ignored_claimed_{false};
   friend struct JobTask;
 };
 

@@ -79,6 +79,12 @@ class JobServices {
   // implementation is valid too (tests).
   virtual std::vector<InvokeResult> run_children(std::string_view handler,
                                                  std::span<const std::string_view> inputs) = 0;
+  // The host is about to count this call in ignored_cancellation (it
+  // returned OK after cancellation): true if it should. A job whose handler
+  // the daemon already counted (it overstayed its cancel grace) answers
+  // false, so each call is counted once in
+  // tpoold_handler_ignored_cancellation_total.
+  virtual bool claim_ignored_cancellation() noexcept { return true; }
 };
 
 }  // namespace tpool::plugin_host

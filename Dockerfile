@@ -1,34 +1,40 @@
 # tpoold container image: docs/operations.md, "Container".
 #
-#   docker build -t tpoold:0.1.0 .
+#   docker build -t tpoold:0.1.0 .        (or podman build --format docker)
 #   docker run --rm -p 50051:50051 -p 9464:9464 tpoold:0.1.0
 #
 # The build stage runs the same steps as CI and `make package`:
 # scripts/install-deps.sh (group build) and the CMake release preset, which
-# makes the Debian package. The runtime stage installs that package, so its
-# library dependencies are exactly what dpkg-shlibdeps found: runtime
-# libraries only, no compilers, no -dev packages. ctest deploy.docker.build_steps
-# runs this file's build-stage commands on every `make test`.
+# makes the Debian package. deploy/container/runtime-rootfs.sh unpacks that
+# package and adds only the shared libraries its programs and plugins load
+# (the closure dpkg-shlibdeps turns into the package's Depends), CA
+# certificates and the daemon's user; the runtime stage is that root alone,
+# FROM scratch: no shell, no package manager, no compiler (about 30 MB).
+# ctest deploy.docker.build_steps checks this file and runs its build-stage
+# commands; ctest -L container (scripts/container-test.sh) builds and runs it
+# with podman.
 
 FROM debian:bookworm-slim AS build
 WORKDIR /src
-COPY . .
+# The dependencies first: this layer survives source changes.
+COPY scripts/install-deps.sh scripts/
 RUN scripts/install-deps.sh build
+COPY . .
 RUN cmake --preset release
-RUN cmake --build --preset release --target package
+# ccache's directory is a build cache, kept between image builds (the release
+# preset uses ccache when it finds it).
+ENV CCACHE_DIR=/root/.cache/ccache
+RUN --mount=type=cache,id=tpoold-ccache,target=/root/.cache/ccache \
+    cmake --build --preset release --target package
 # -> build/release/tpoold_<version>_amd64.deb
+RUN deploy/container/runtime-rootfs.sh build/release/tpoold_*_amd64.deb /rootfs
 
-FROM debian:bookworm-slim AS runtime
+FROM scratch AS runtime
+COPY --from=build /rootfs/ /
+ENV PATH=/usr/bin
 # A fixed numeric user, so Kubernetes' runAsNonRoot can check it
-# (deploy/k8s/deployment.yaml runs as 10001 too). The package's postinst
-# finds the user and keeps it.
-RUN groupadd --system --gid 10001 tpoold \
- && useradd --system --uid 10001 --gid tpoold --home-dir /nonexistent --no-create-home \
-      --shell /usr/sbin/nologin tpoold
-COPY --from=build /src/build/release/tpoold_*_amd64.deb /tmp/
-RUN apt-get update \
- && apt-get install -y --no-install-recommends /tmp/tpoold_*_amd64.deb \
- && rm -rf /var/lib/apt/lists/* /tmp/tpoold_*_amd64.deb
+# (deploy/k8s/deployment.yaml runs as 10001 too); runtime-rootfs.sh writes
+# its passwd entry.
 # Plugins: the packaged ones are in /usr/lib/tpool/plugins; mount your own
 # (read-only) at /etc/tpoold/plugins.d. Both are in plugins.dirs of
 # /etc/tpoold/tpoold.toml; mount a config of your own there to change it.

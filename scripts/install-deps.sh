@@ -20,6 +20,10 @@ TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev
   spin relacy-dev
   prometheus systemd python3 python3-yaml
+  # The container test (scripts/container-test.sh, ctest -L container): podman
+  # with the runc runtime (crun refuses these VMs' hybrid cgroup layout),
+  # catatonit as its init, debootstrap for the locally built base image.
+  podman runc catatonit debootstrap
 )
 PEERS=(libtbb-dev libboost-dev libthread-pool-dev libconcurrentqueue-dev gnuplot-nox
   gearman-job-server libgearman-dev)

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -24,8 +25,36 @@ constexpr const char* kCodeNames[] = {
     "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
     "DATA_LOSS", "UNAUTHENTICATED"};
 
+// "10.0.0.1:50051,10.0.0.2:50051" -> its two entries; one address -> itself.
+std::vector<std::string> split_addresses(const std::string& address) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    auto comma = address.find(',', start);
+    auto part = address.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (!part.empty()) out.push_back(part);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The gRPC target: a list becomes the ipv4:/ipv6: resolver's address list.
+std::string target_of(const std::string& address) {
+  if (address.find(',') == std::string::npos) return address;
+  return (address.front() == '[' ? "ipv6:" : "ipv4:") + address;
+}
+
+// Several addresses, or a name that may resolve to several: spread the calls.
+bool balanced(const std::string& address) {
+  return address.find(',') != std::string::npos || address.rfind("dns:", 0) == 0;
+}
+
 std::shared_ptr<grpc::Channel> make_channel(const ClientOptions& o) {
   grpc::ChannelArguments args;
+  if (balanced(o.address)) {
+    args.SetServiceConfigJSON(R"({"loadBalancingConfig": [{"round_robin": {}}]})");
+  }
   args.SetMaxReceiveMessageSize(o.max_message_bytes);
   args.SetMaxSendMessageSize(o.max_message_bytes);
   // Retries are this library's (client.h), not gRPC's transparent ones.
@@ -44,7 +73,7 @@ std::shared_ptr<grpc::Channel> make_channel(const ClientOptions& o) {
   } else {
     creds = grpc::InsecureChannelCredentials();
   }
-  return grpc::CreateCustomChannel(o.address, creds, args);
+  return grpc::CreateCustomChannel(target_of(o.address), creds, args);
 }
 
 JobState state_of(tpool::v1::JobState s) {
@@ -135,6 +164,7 @@ JobResult from_proto(const tpool::v1::JobResult& r) {
   out.code = r.code();
   out.wait = std::chrono::microseconds(r.wait_us());
   out.run = std::chrono::microseconds(r.run_us());
+  out.replica = r.replica();
   return out;
 }
 
@@ -189,12 +219,100 @@ struct Client::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<tpool::v1::JobService::Stub> jobs;
   std::unique_ptr<tpool::v1::AdminService::Stub> admin;
+  // Several addresses: each one's own channel, to reach a job's owner
+  // (owner_stub). Empty with one address or a caller's channel. Immutable.
+  std::vector<std::string> addresses;
+  std::vector<std::unique_ptr<tpool::v1::JobService::Stub>> address_jobs;
+  // replica id -> index into addresses, learned by asking (owner_stub).
+  // The Client's only mutable state; guarded by owners_mu.
+  mutable std::mutex owners_mu;
+  mutable std::map<std::string, std::size_t> owners;
 
   Impl(ClientOptions o, std::shared_ptr<grpc::Channel> ch)
       : options(std::move(o)),
         channel(std::move(ch)),
         jobs(tpool::v1::JobService::NewStub(channel)),
         admin(tpool::v1::AdminService::NewStub(channel)) {}
+
+  void add_addresses() {
+    auto list = split_addresses(options.address);
+    if (list.size() < 2) return;
+    for (const auto& a : list) {
+      ClientOptions one = options;
+      one.address = a;
+      addresses.push_back(a);
+      address_jobs.push_back(tpool::v1::JobService::NewStub(make_channel(one)));
+    }
+  }
+
+  // The stub that reaches ref's owner. With one address (or none to choose
+  // from) the balanced channel's; else the address remembered for the
+  // replica, or found by asking each address for the job (Get): the owner
+  // answers, the others say FAILED_PRECONDITION. forget: drop what was
+  // remembered first (it answered FAILED_PRECONDITION: the replica moved).
+  Result<tpool::v1::JobService::Stub*> owner_stub(const JobRef& ref, const CallOptions& call,
+                                                  bool forget) const {
+    if (addresses.empty() || ref.replica.empty()) return jobs.get();
+    {
+      std::lock_guard lock(owners_mu);
+      if (forget) owners.erase(ref.replica);
+      auto it = owners.find(ref.replica);
+      if (it != owners.end()) return address_jobs[it->second].get();
+    }
+    tpool::v1::JobRef req;
+    req.set_job_id(ref.job_id);
+    req.set_replica(ref.replica);
+    Error refused;
+    std::string unreachable;
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      grpc::ClientContext ctx;
+      prepare(ctx, deadline_of(call));
+      tpool::v1::JobStatus reply;
+      grpc::Status s = address_jobs[i]->Get(&ctx, req, &reply);
+      if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        if (refused.ok()) refused = detail::to_error(s, &ctx);
+        continue;
+      }
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        unreachable += (unreachable.empty() ? "" : ", ") + addresses[i];
+        continue;
+      }
+      // OK, or NOT_FOUND from the owner (the job's result has expired).
+      std::lock_guard lock(owners_mu);
+      owners[ref.replica] = i;
+      return address_jobs[i].get();
+    }
+    if (!unreachable.empty()) {
+      return Error(static_cast<int>(grpc::StatusCode::UNAVAILABLE),
+                   "job " + std::to_string(ref.job_id) + " belongs to replica " + ref.replica +
+                       ", which none of the reachable addresses is (unreachable: " + unreachable +
+                       "); if " + ref.replica + " stopped, the jobs it had accepted are lost");
+    }
+    return refused.ok() ? Error(static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION),
+                                "no address answers for replica " + ref.replica)
+                        : refused;
+  }
+
+  // attempt(stub, ctx) on ref's owner (owner_stub), with run()'s retries;
+  // once more after finding the owner again if a remembered one refuses.
+  template <class Attempt>
+  Error run_on_owner(const JobRef& ref, const CallOptions& call, Attempt attempt) const {
+    for (int pass = 0;; ++pass) {
+      auto stub = owner_stub(ref, call, pass > 0);
+      if (!stub.ok()) return stub.error();
+      Error e = run(true, call, [&](grpc::ClientContext& ctx) { return attempt(**stub, ctx); });
+      if (e.code() == static_cast<int>(grpc::StatusCode::UNAVAILABLE) && !addresses.empty()) {
+        return Error(e.code(), "replica " + ref.replica + " (owner of job " +
+                                   std::to_string(ref.job_id) + "): " + e.message() + "; if " +
+                                   ref.replica + " stopped, the jobs it had accepted are lost");
+      }
+      if (e.code() != static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) || pass > 0 ||
+          addresses.empty()) {
+        return e;
+      }
+    }
+  }
 
   std::chrono::system_clock::time_point deadline_of(const CallOptions& call) const {
     auto d = call.deadline.count() > 0 ? call.deadline : options.default_deadline;
@@ -237,6 +355,7 @@ struct Client::Impl {
 Client::Client(ClientOptions options) {
   auto ch = make_channel(options);
   impl_ = std::make_unique<Impl>(std::move(options), std::move(ch));
+  impl_->add_addresses();
 }
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
@@ -298,6 +417,16 @@ Result<std::uint64_t> Client::submit(const Job& job, const CallOptions& call) co
   return reply.job_id();
 }
 
+Result<JobRef> Client::submit_ref(const Job& job, const CallOptions& call) const {
+  auto req = to_proto(job);
+  tpool::v1::JobRef reply;
+  Error e = impl_->run(keyed(job), call, [&](grpc::ClientContext& ctx) {
+    return impl_->jobs->Submit(&ctx, req, &reply);
+  });
+  if (!e.ok()) return e;
+  return JobRef{reply.job_id(), reply.replica()};
+}
+
 Result<std::vector<BatchItem>> Client::submit_batch(const std::vector<Job>& jobs,
                                                     const CallOptions& call) const {
   tpool::v1::JobBatch req;
@@ -314,7 +443,7 @@ Result<std::vector<BatchItem>> Client::submit_batch(const std::vector<Job>& jobs
   std::vector<BatchItem> out;
   out.reserve(static_cast<std::size_t>(reply.items_size()));
   for (const auto& it : reply.items()) {
-    out.push_back({it.job_id(), Error(it.code(), it.message()), it.tag()});
+    out.push_back({it.job_id(), Error(it.code(), it.message()), it.tag(), it.replica()});
   }
   return out;
 }
@@ -361,6 +490,63 @@ Result<JobState> Client::cancel(std::uint64_t job_id, const CallOptions& call) c
   tpool::v1::CancelReply reply;
   Error e = impl_->run(
       true, call, [&](grpc::ClientContext& ctx) { return impl_->jobs->Cancel(&ctx, req, &reply); });
+  if (!e.ok()) return e;
+  return state_of(reply.state());
+}
+
+Result<JobResult> Client::wait(const JobRef& ref, const CallOptions& call) const {
+  tpool::v1::WaitRequest req;
+  req.set_job_id(ref.job_id);
+  req.set_replica(ref.replica);
+  tpool::v1::JobResult reply;
+  Error e = impl_->run_on_owner(ref, call, [&](auto& stub, grpc::ClientContext& ctx) {
+    return stub.Wait(&ctx, req, &reply);
+  });
+  if (!e.ok()) return e;
+  return from_proto(reply);
+}
+
+void Client::wait_async(const JobRef& ref, std::function<void(Result<JobResult>)> done,
+                        const CallOptions& call) const {
+  auto stub = impl_->owner_stub(ref, call, false);
+  if (!stub.ok()) {
+    done(stub.error());
+    return;
+  }
+  auto* c = new AsyncCall<tpool::v1::WaitRequest, tpool::v1::JobResult>;
+  impl_->prepare(c->ctx, impl_->deadline_of(call));
+  c->request.set_job_id(ref.job_id);
+  c->request.set_replica(ref.replica);
+  c->done = std::move(done);
+  (*stub)->async()->Wait(&c->ctx, &c->request, &c->reply, [c](grpc::Status s) {
+    std::unique_ptr<AsyncCall<tpool::v1::WaitRequest, tpool::v1::JobResult>> own(c);
+    if (s.ok()) {
+      own->done(from_proto(own->reply));
+    } else {
+      own->done(detail::to_error(s, &own->ctx));
+    }
+  });
+}
+
+Result<JobStatus> Client::get(const JobRef& ref, const CallOptions& call) const {
+  tpool::v1::JobRef req;
+  req.set_job_id(ref.job_id);
+  req.set_replica(ref.replica);
+  tpool::v1::JobStatus reply;
+  Error e = impl_->run_on_owner(
+      ref, call, [&](auto& stub, grpc::ClientContext& ctx) { return stub.Get(&ctx, req, &reply); });
+  if (!e.ok()) return e;
+  return from_proto(reply);
+}
+
+Result<JobState> Client::cancel(const JobRef& ref, const CallOptions& call) const {
+  tpool::v1::JobRef req;
+  req.set_job_id(ref.job_id);
+  req.set_replica(ref.replica);
+  tpool::v1::CancelReply reply;
+  Error e = impl_->run_on_owner(ref, call, [&](auto& stub, grpc::ClientContext& ctx) {
+    return stub.Cancel(&ctx, req, &reply);
+  });
   if (!e.ok()) return e;
   return state_of(reply.state());
 }

@@ -182,7 +182,7 @@ std::vector<std::thread> run_batch(const Client& client, const Plan& p, Tally& t
             continue;
           }
           client.wait_async(
-              item.job_id,
+              tpool::client::JobRef{item.job_id, item.replica},
               [&t, waits, idx = first + i, t0](Result<JobResult> r) {
                 if (r.ok() && r->succeeded()) t.mark_ok(idx);
                 t.record(idx, t0, r);

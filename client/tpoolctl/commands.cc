@@ -245,13 +245,19 @@ bool job_from_args(const Args& a, std::size_t handler_pos, tpool::client::Job* j
 
 namespace {
 
-std::optional<std::uint64_t> job_id_arg(const Args& a, int* exit) {
-  auto id = parse_uint(a.positional.at(0));
-  if (!id || *id == 0) {
-    *exit = fail(a, kUsage, "'" + a.positional.at(0) + "' is not a job id (a positive number)");
+// JOB_ID, or JOB_ID@REPLICA as `submit` prints it given several addresses.
+std::optional<tpool::client::JobRef> job_id_arg(const Args& a, int* exit) {
+  const std::string& arg = a.positional.at(0);
+  auto at = arg.find('@');
+  auto id = parse_uint(arg.substr(0, at));
+  if (!id || *id == 0 || (at != std::string::npos && at + 1 == arg.size())) {
+    *exit = fail(a, kUsage,
+                 "'" + arg +
+                     "' is not a job id (a positive number, or ID@REPLICA as submit prints "
+                     "it given several addresses)");
     return std::nullopt;
   }
-  return id;
+  return tpool::client::JobRef{*id, at == std::string::npos ? "" : arg.substr(at + 1)};
 }
 
 std::string bytes_json(const char* name, const std::string& b) {
@@ -338,12 +344,15 @@ int cmd_submit(const Args& a) {
   int exit = kOk;
   if (!job_from_args(a, 0, &job, &exit)) return exit;
   Client c(a.client);
-  auto r = c.submit(job);
+  auto r = c.submit_ref(job);
   if (!r.ok()) return fail(a, r.error());
   if (a.json) {
-    std::cout << "{\"job_id\":" << *r << "}\n";
+    std::cout << "{\"job_id\":" << r->job_id << ",\"replica\":" << json_string(r->replica) << "}\n";
+  } else if (a.client.address.find(',') != std::string::npos && !r->replica.empty()) {
+    // Several replicas: the owner too, so that wait/get/cancel find it.
+    std::cout << r->job_id << "@" << r->replica << "\n";
   } else {
-    std::cout << *r << "\n";
+    std::cout << r->job_id << "\n";
   }
   return kOk;
 }
@@ -410,9 +419,10 @@ int cmd_cancel(const Args& a) {
   auto r = c.cancel(*id);
   if (!r.ok()) return fail(a, r.error());
   if (a.json) {
-    std::cout << "{\"job_id\":" << *id << ",\"state\":" << json_string(to_string(*r)) << "}\n";
+    std::cout << "{\"job_id\":" << id->job_id << ",\"state\":" << json_string(to_string(*r))
+              << "}\n";
   } else {
-    std::cout << "job " << *id << " " << to_string(*r) << "\n";
+    std::cout << "job " << id->job_id << " " << to_string(*r) << "\n";
   }
   return kOk;
 }

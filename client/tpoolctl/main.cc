@@ -107,7 +107,9 @@ const std::vector<Command>& commands() {
 }
 
 const std::vector<Option> kGlobal = {
-    {"--address", "HOST:PORT", "tpoold's address (default $TPOOL_ADDRESS, else 127.0.0.1:50051)"},
+    {"--address", "HOST:PORT",
+     "tpoold's address (default $TPOOL_ADDRESS, else 127.0.0.1:50051); several replicas: "
+     "IP:PORT,IP:PORT,... or dns:///NAME:PORT (round_robin)"},
     {"--deadline", "DUR", "deadline of each call (default 30s; drain: 5m)"},
     {"--json", nullptr, "print JSON instead of text"},
     {"--tls", nullptr, "use TLS (system roots unless --tls-ca)"},

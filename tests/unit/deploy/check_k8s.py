@@ -24,6 +24,10 @@ K8S = ROOT / "deploy/k8s"
 # Margin between the daemon's longest stop and the kubelet's SIGKILL, for the
 # preStop exec and the process exit. Picked by hand.
 STOP_MARGIN_S = 10
+# The pods read their config from the ConfigMap mounted as a directory here
+# (deployment.yaml says why not a subPath mount over the image's config).
+K8S_CONFIG_DIR = "/etc/tpoold/k8s"
+K8S_CONFIG = K8S_CONFIG_DIR + "/tpoold.toml"
 
 
 def load_all():
@@ -109,8 +113,8 @@ def main():
     c.check(ports.get("metrics") == metrics_port, f"container port metrics is "
                                                   f"{ports.get('metrics')}, not {metrics_port}")
     ctr_args = ctr.get("args", [])
-    c.check(ctr_args[:2] == ["--config", facts.config_path],
-            f"the container's args {ctr_args} do not pass --config {facts.config_path}")
+    c.check(ctr_args[:2] == ["--config", K8S_CONFIG],
+            f"the container's args {ctr_args} do not pass --config {K8S_CONFIG}")
     # Every $(VAR) in args must be an env var of the container, or Kubernetes
     # passes the text through unexpanded.
     env_names = {e.get("name") for e in ctr.get("env", [])}
@@ -153,12 +157,13 @@ def main():
             f"the CPU request ({req_cpu}) and pool.max_threads ({get('pool.max_threads')}) "
             "differ: size the pool to the CPUs the pod gets")
     mounts = {m["mountPath"]: m for m in ctr.get("volumeMounts", [])}
-    c.check(facts.config_path in mounts, f"nothing is mounted at {facts.config_path}")
+    c.check(K8S_CONFIG_DIR in mounts and "subPath" not in mounts[K8S_CONFIG_DIR],
+            f"the ConfigMap is not mounted as a directory at {K8S_CONFIG_DIR}")
     c.check(facts.user_plugin_dir in mounts, f"nothing is mounted at {facts.user_plugin_dir}")
     vols = {v["name"]: v for v in spec.get("volumes", [])}
     for m in mounts.values():
         c.check(m["name"] in vols, f"volumeMount {m['name']} has no volume")
-    cfg_vol = vols.get(mounts.get(facts.config_path, {}).get("name"), {})
+    cfg_vol = vols.get(mounts.get(K8S_CONFIG_DIR, {}).get("name"), {})
     c.check(cfg_vol.get("configMap", {}).get("name") == "tpoold-config",
             "the config mount does not come from the tpoold-config ConfigMap")
 

@@ -1,9 +1,10 @@
 // tpool::client: the C++ client of tpoold (proto/tpool/v1), over the
 // generated gRPC stubs.
 //
-// One Client owns one gRPC channel and is safe to use from many threads at
-// once (gRPC channels and stubs are thread-safe; the Client adds no shared
-// mutable state besides its immutable options).
+// One Client owns one gRPC channel (and, given several addresses, one more per
+// address) and is safe to use from many threads at once (gRPC channels and
+// stubs are thread-safe; the Client's only mutable state is the map of which
+// replica answers at which address, behind a mutex).
 //
 // Every call has a deadline: the CallOptions::deadline given to the call, or
 // ClientOptions::default_deadline. A call never blocks past it.
@@ -17,6 +18,17 @@
 // and only on UNAVAILABLE (the connection failed or the daemon is draining:
 // the request was not accepted). drain, reload, stream are never retried.
 // Backoff is exponential with full jitter, and never sleeps past the deadline.
+//
+// Several replicas (docs/operations.md, "Scaling out"): ClientOptions::address
+// may list several host:port, comma-separated ("10.0.0.1:50051,10.0.0.2:50051")
+// or be a DNS name with several records ("dns:///tpoold-headless:50051"); new
+// jobs are spread over the replicas with gRPC's round_robin policy. Each
+// replica owns the jobs it accepted: submit_ref() returns a JobRef naming the
+// owner, and wait/get/cancel of a JobRef go to it. A replica that is asked
+// about another's job answers FAILED_PRECONDITION naming the owner; given a
+// list of addresses, the client follows to the owner (it asks each address
+// once, and remembers which replica answered where). A DNS name gives it no
+// addresses to follow: use the headless Service's records, or a list.
 #pragma once
 
 #include <chrono>
@@ -122,6 +134,7 @@ struct JobResult {
   int code = 0;  // stream items rejected before becoming a job: their status code
   std::chrono::microseconds wait{0};
   std::chrono::microseconds run{0};
+  std::string replica;  // the replica that ran it (empty for stream items rejected up front)
   bool succeeded() const noexcept { return state == JobState::kSucceeded; }
 };
 
@@ -130,6 +143,14 @@ struct BatchItem {
   std::uint64_t job_id = 0;  // 0 when rejected
   Error error;               // ok() when accepted
   std::uint64_t tag = 0;
+  std::string replica;  // the replica that owns the job (empty when rejected)
+};
+
+// A submitted job across replicas: its id and the replica (tpoold's
+// server.replica_id) that owns it. The id means nothing to another replica.
+struct JobRef {
+  std::uint64_t job_id = 0;
+  std::string replica;
 };
 
 // A job's state now (tpool.v1.JobStatus).
@@ -182,7 +203,10 @@ struct TlsOptions {
 };
 
 struct ClientOptions {
-  // host:port, or any gRPC target ("unix:/run/tpoold.sock", "dns:///h:50051").
+  // host:port, or any gRPC target ("unix:/run/tpoold.sock", "dns:///h:50051"),
+  // or several replicas: IP:port,IP:port,... (IPv4 or [IPv6] literals), which
+  // becomes gRPC's ipv4:/ipv6: target. Several addresses and dns: targets use
+  // the round_robin load-balancing policy; one host:port keeps pick_first.
   std::string address = "127.0.0.1:50051";
   TlsOptions tls;
   // The deadline of a call whose CallOptions leaves it at 0.
@@ -236,11 +260,24 @@ class Client {
   // the others).
   Result<std::vector<BatchItem>> submit_batch(const std::vector<Job>& jobs,
                                               const CallOptions& call = {}) const;
+  // submit, returning the job's owner too: the ref to wait/get/cancel it by
+  // when the client talks to several replicas.
+  Result<JobRef> submit_ref(const Job& job, const CallOptions& call = {}) const;
   // The final result of a submitted job, whatever its state (a cancelled
   // job's result says CANCELLED); DEADLINE_EXCEEDED if the call's deadline
   // passes first (the job goes on).
   Result<JobResult> wait(std::uint64_t job_id, const CallOptions& call = {}) const;
+  // By ref: sent to the owner (see the header comment); FAILED_PRECONDITION
+  // naming the owner when no address answers for it, UNAVAILABLE when the
+  // owner cannot be reached (a stopped replica's jobs are lost).
+  Result<JobResult> wait(const JobRef& ref, const CallOptions& call = {}) const;
+  Result<JobStatus> get(const JobRef& ref, const CallOptions& call = {}) const;
+  Result<JobState> cancel(const JobRef& ref, const CallOptions& call = {}) const;
   void wait_async(std::uint64_t job_id, std::function<void(Result<JobResult>)> done,
+                  const CallOptions& call = {}) const;
+  // By ref: finds the owner first (blocking, see wait(const JobRef&)), then
+  // waits asynchronously there.
+  void wait_async(const JobRef& ref, std::function<void(Result<JobResult>)> done,
                   const CallOptions& call = {}) const;
   Result<JobStatus> get(std::uint64_t job_id, const CallOptions& call = {}) const;
   // The job's state after the request (see tpool.v1.CancelReply).

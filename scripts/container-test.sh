@@ -1,0 +1,398 @@
+#!/usr/bin/env bash
+# The container image and the Kubernetes manifests, built and run for real with
+# podman (no Docker engine runs on these machines): ctest -L container.
+#
+#   scripts/container-test.sh [--tpoolctl PATH] [--keep] [--reuse-image] image|kube|base
+#
+#   base   debootstrap a minbase bookworm root (cached in $TPOOLD_TEST_CACHE,
+#          default /var/cache/tpoold-test, keyed on the month and the mirror)
+#          and import it as debian:bookworm-slim, so that the Dockerfile's
+#          FROM resolves locally; nothing is pulled from an image registry.
+#   image  base, then build the image from the Dockerfile and run it read-only:
+#          non-root uid, HEALTHCHECK in the image config and passing,
+#          tpoolctl execute/stream/health, a /metrics scrape promtool accepts,
+#          no files written outside the allowed paths (podman diff), and
+#          SIGTERM (podman stop) drains a running job and exits 0.
+#   kube   base and image, then kubectl kustomize deploy/k8s, check the
+#          rendered objects (tests/integration/deploy/check_rendered_k8s.py),
+#          and `podman kube play` the ConfigMap + Deployment through the test
+#          overlay (tests/integration/deploy/kube-overlay: networking only):
+#          the pod starts, its probes pass, tpoolctl reaches it, and
+#          `podman kube down` drains it.
+#
+# Exit 77 (ctest's SKIP_RETURN_CODE) with the reason when podman cannot run
+# here; never a silent pass. Containers and pods it starts are removed on exit.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${TPOOLD_TEST_CACHE:-/var/cache/tpoold-test}
+IMAGE=localhost/tpoold:test
+BASE=debian:bookworm-slim
+SUITE=bookworm
+TPOOLCTL=""
+KEEP=0
+REUSE=0
+WORK=""
+CLEANUP=()
+
+# ---- every podman quirk of these VMs, in one place ---------------------------
+PODMAN=(podman
+  # No systemd session to delegate cgroups to: podman manages them itself.
+  --cgroup-manager cgroupfs
+  # crun refuses the VM's hybrid cgroup v1/v2 layout; runc handles it.
+  --runtime runc)
+# podman's default ulimits try to raise nofile/nproc above the host's hard
+# limits and the container fails to start; ask for what the host allows.
+ULIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
+# No bridge networking (CNI has no usable network here): builds and containers
+# share the host's network, and the test picks free loopback ports.
+NETWORK=(--network host)
+BUILD_FLAGS=(
+  # The OCI format has no HEALTHCHECK; the docker format keeps it.
+  --format docker
+  # FROM debian:bookworm-slim is the locally imported base: never pull.
+  --pull=never
+  "${NETWORK[@]}" "${ULIMITS[@]}")
+# The HEALTHCHECK stays in the container, but podman would run it from a
+# systemd timer, and there is no systemd here: the test runs it itself
+# (podman healthcheck run). podman 4.3 still tries to add the timer and logs
+# an error about /run/systemd/private; that stderr goes to a file.
+HEALTH_TIMER=(--health-interval disable)
+# podman kube play takes no --ulimit: the same limits (and the cgroup manager
+# and runtime above) as a containers.conf, which every podman call here reads.
+write_containers_conf() {
+  cat >"$WORK/containers.conf" <<CONF
+[containers]
+default_ulimits = ["${ULIMITS[1]}", "${ULIMITS[3]}"]
+[engine]
+cgroup_manager = "cgroupfs"
+runtime = "runc"
+CONF
+  export CONTAINERS_CONF="$WORK/containers.conf"
+}
+# Stop timeout: above the drain (server.drain_timeout_ms, 30 s) + cancel grace.
+STOP_TIMEOUT=40
+
+log() { printf 'container-test: %s\n' "$*"; }
+skip() { printf 'container-test: SKIP: %s\n' "$*"; exit 77; }
+fail() { printf 'container-test: FAIL: %s\n' "$*" >&2; exit 1; }
+cleanup() {
+  local i
+  ((KEEP)) && return 0
+  for ((i = ${#CLEANUP[@]} - 1; i >= 0; i--)); do eval "${CLEANUP[i]}" >/dev/null 2>&1 || true; done
+  [[ -n "$WORK" ]] && rm -rf "$WORK"
+  return 0
+}
+trap cleanup EXIT
+
+usage() { sed -n '5,6p' "$0" | sed 's/^# *//'; exit 2; }
+
+while (($#)); do
+  case "$1" in
+    --tpoolctl) TPOOLCTL=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    # Skip the build when $IMAGE exists (iterating on the checks by hand).
+    --reuse-image) REUSE=1; shift ;;
+    image | kube | base) MODE=$1; shift ;;
+    *) usage ;;
+  esac
+done
+[[ -n "${MODE:-}" ]] || usage
+
+# ---- can podman run here? -----------------------------------------------------
+probe() {
+  command -v podman >/dev/null || skip "podman is not installed (scripts/install-deps.sh test installs podman, runc, catatonit, debootstrap)"
+  command -v runc >/dev/null || skip "runc is not installed (scripts/install-deps.sh test)"
+  [[ $(id -u) -eq 0 ]] || skip "needs root: rootless podman needs subuid ranges and debootstrap needs root"
+  local err
+  err=$("${PODMAN[@]}" info 2>&1 >/dev/null) || skip "podman info fails: ${err##*$'\n'}"
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+mirror() {
+  # The Debian mirror apt already uses (deb822 or one-line sources).
+  local m
+  m=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [[ -n "$m" ]] || m=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# ---- the base image -----------------------------------------------------------
+base() {
+  local mirror key tar t0
+  mirror=$(mirror)
+  key=$(printf '%s\n' "$SUITE" minbase "$mirror" "$(date +%Y-%m)" | sha256sum | cut -c1-12)
+  tar="$CACHE/$SUITE-minbase-$key.tar"
+  if [[ "$("${PODMAN[@]}" image inspect --format '{{index .Labels "tpoold.test.base"}}' "$BASE" 2>/dev/null)" == "$key" ]]; then
+    log "base: $BASE is the cached $SUITE minbase root ($key)"
+    return 0
+  fi
+  mkdir -p "$CACHE"
+  if [[ ! -s "$tar" ]]; then
+    command -v debootstrap >/dev/null || skip "debootstrap is not installed (scripts/install-deps.sh test)"
+    local root="$CACHE/rootfs.$$"
+    t0=$SECONDS
+    log "base: debootstrap --variant=minbase $SUITE from $mirror (cached as $tar)"
+    rm -rf "$root"
+    if ! debootstrap --variant=minbase "$SUITE" "$root" "$mirror" >"$CACHE/debootstrap.log" 2>&1; then
+      rm -rf "$root"
+      skip "debootstrap of $SUITE from $mirror failed (no Debian mirror reachable?): $(tail -n 3 "$CACHE/debootstrap.log")"
+    fi
+    # As the official slim image: no apt lists, docs, man pages or locales.
+    rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/usr/share/doc/* \
+      "$root"/usr/share/man/* "$root"/usr/share/locale/* "$root"/usr/share/info/*
+    tar --numeric-owner -C "$root" -cf "$tar.part" .
+    mv "$tar.part" "$tar"
+    rm -rf "$root"
+    find "$CACHE" -maxdepth 1 -name "$SUITE-minbase-*.tar" ! -name "$(basename "$tar")" -delete
+    log "base: built in $((SECONDS - t0)) s"
+  fi
+  "${PODMAN[@]}" import --change "LABEL tpoold.test.base=$key" --change 'CMD ["/bin/bash"]' \
+    "$tar" "$BASE" >/dev/null
+  log "base: imported $tar as $BASE"
+}
+
+# ---- the image ----------------------------------------------------------------
+build_image() {
+  local t0=$SECONDS size
+  if ((REUSE)) && "${PODMAN[@]}" image exists "$IMAGE"; then
+    log "image: --reuse-image: not rebuilding $IMAGE"
+    return 0
+  fi
+  log "image: podman build ${BUILD_FLAGS[*]} -t $IMAGE $ROOT"
+  if ! "${PODMAN[@]}" build "${BUILD_FLAGS[@]}" -t "$IMAGE" -f "$ROOT/Dockerfile" "$ROOT" \
+      >"$WORK/build.log" 2>&1; then
+    tail -n 40 "$WORK/build.log" >&2
+    fail "podman build failed (the whole log: rerun with --keep; it is $WORK/build.log)"
+  fi
+  grep -E 'runtime-rootfs.sh: /rootfs' "$WORK/build.log" | sed 's/^/container-test: image: /' || true
+  size=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")
+  log "image: built $IMAGE in $((SECONDS - t0)) s; size $((size / 1000000)) MB ($size bytes)"
+  ((size < 150000000)) || fail "the image is $((size / 1000000)) MB; the target is under 150 MB"
+  # Dangling layers of earlier builds, but not the last day's: those are the
+  # layer cache that makes the next build quick.
+  "${PODMAN[@]}" image prune -f --filter until=24h >/dev/null 2>&1 || true
+}
+
+ctl() { "$TPOOLCTL" --address "127.0.0.1:$GRPC_PORT" --deadline 10s "$@"; }
+
+# Polls (bounded) until `tpoolctl health` answers SERVING.
+wait_serving() {
+  local what=$1 deadline=$((SECONDS + 60))
+  until ctl health >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "$what did not answer SERVING within 60 s"
+    [[ -z "${2:-}" ]] || [[ "$("${PODMAN[@]}" inspect --format '{{.State.Running}}' "$2" 2>/dev/null)" == true ]] ||
+      fail "$what exited: $("${PODMAN[@]}" logs "$2" 2>&1 | tail -n 20)"
+    sleep 0.2
+  done
+}
+
+check_running() {  # check_running CONTAINER WHAT: the checks shared by image and kube
+  local c=$1 what=$2 pid uid out
+  wait_serving "$what" "$c"
+  pid=$("${PODMAN[@]}" inspect --format '{{.State.Pid}}' "$c")
+  uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")
+  [[ "$uid" != 0 ]] || fail "$what runs tpoold as root"
+  log "$what: tpoold runs as uid $uid"
+  out=$(ctl execute echo hello-container) || fail "$what: tpoolctl execute echo failed: $out"
+  [[ "$out" == hello-container ]] || fail "$what: execute echo answered '$out'"
+  # Stream: tpoolctl's stream session (bench --mode stream), 500 jobs.
+  out=$(ctl --json bench echo x -n 500 -c 64 --mode stream --quiet 2>&1) ||
+    fail "$what: tpoolctl bench --mode stream failed: $out"
+  grep -q '"succeeded":500,' <<<"$out" || fail "$what: 500 stream jobs did not all succeed: $out"
+  ctl handlers | grep -qw sleep || fail "$what: the image's plugins are not loaded: $(ctl handlers 2>&1)"
+  log "$what: tpoolctl execute, stream, handlers and health answer"
+}
+
+scrape_metrics() {  # scrape_metrics WHAT
+  local what=$1
+  python3 - "$METRICS_PORT" >"$WORK/metrics.txt" <<'PY' || fail "$1: GET /metrics failed"
+import sys, urllib.request
+print(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode(), end="")
+PY
+  grep -q '^tpool' "$WORK/metrics.txt" || fail "$what: /metrics has no tpool/tpoold series"
+  promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool.txt" 2>&1 ||
+    fail "$what: promtool check metrics: $(cat "$WORK/promtool.txt")"
+  log "$what: /metrics scraped ($(grep -c '^tpool' "$WORK/metrics.txt") samples), promtool check metrics clean"
+}
+
+# SIGTERM while a job runs: the job finishes, the daemon exits 0 within the
+# stop timeout (podman would SIGKILL after it: exit 137).
+check_drain() {  # check_drain WHAT STOP_COMMAND...
+  local what=$1 t0 out job_pid rc
+  shift
+  ctl execute sleep 1500 >"$WORK/drain-job.txt" 2>&1 &
+  job_pid=$!
+  # The job is running once the daemon counts it (bounded poll).
+  local deadline=$((SECONDS + 20))
+  until ctl --json stats 2>/dev/null | grep -Eq '"jobs_in_flight": *"?[1-9]'; do
+    ((SECONDS < deadline)) || { log "$what: stats never showed the job running; stopping anyway"; break; }
+    sleep 0.05
+  done
+  t0=$SECONDS
+  "$@" >/dev/null 2>&1 || fail "$what: '$*' failed"
+  rc=0
+  wait "$job_pid" || rc=$?
+  out=$(cat "$WORK/drain-job.txt")
+  [[ $rc == 0 && "$out" == "slept 1500 ms" ]] ||
+    fail "$what: the job in flight at SIGTERM did not finish (exit $rc): $out"
+  log "$what: stopped in $((SECONDS - t0)) s (timeout $STOP_TIMEOUT s); the job in flight finished: $out"
+}
+
+run_image() {
+  local c="tpoold-ct-$$" exit_code diff hc
+  GRPC_PORT=$(free_port)
+  METRICS_PORT=$(free_port)
+  hc=$("${PODMAN[@]}" image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE")
+  grep -q 'tpoolctl' <<<"$hc" || fail "the image config has no HEALTHCHECK through tpoolctl: $hc"
+  log "image: HEALTHCHECK in the image config: $hc"
+  CLEANUP+=("${PODMAN[*]} rm -f -t 0 $c")
+  # Read-only root; tmpfs only on /tmp. TPOOL_ADDRESS points the HEALTHCHECK's
+  # tpoolctl at the port this run picked (host network).
+  "${PODMAN[@]}" run -d --name "$c" "${NETWORK[@]}" "${ULIMITS[@]}" \
+    --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,size=16m,mode=1777 \
+    "${HEALTH_TIMER[@]}" --stop-timeout "$STOP_TIMEOUT" -e "TPOOL_ADDRESS=127.0.0.1:$GRPC_PORT" "$IMAGE" \
+    --config /etc/tpoold/tpoold.toml --listen "127.0.0.1:$GRPC_PORT" \
+    --metrics-listen "127.0.0.1:$METRICS_PORT" >/dev/null 2>"$WORK/run.err" ||
+    fail "podman run $IMAGE failed: $(cat "$WORK/run.err")"
+  check_running "$c" image
+  "${PODMAN[@]}" healthcheck run "$c" >/dev/null 2>&1 ||
+    fail "image: podman healthcheck run: unhealthy ($("${PODMAN[@]}" inspect --format '{{json .State.Health}}' "$c"))"
+  log "image: podman healthcheck run: healthy"
+  scrape_metrics image
+  # Nothing written to the root outside the paths podman itself provides.
+  # (C /etc: its mount points for podman's hosts, hostname, resolv.conf.)
+  diff=$("${PODMAN[@]}" diff "$c" | grep -Ev '^[ACD] /(etc|etc/(hosts|hostname|resolv\.conf)|run|run/.*|tmp|tmp/.*|dev|proc|sys)$' || true)
+  [[ -z "$diff" ]] || fail "image: files written outside the allowed paths (podman diff):"$'\n'"$diff"
+  log "image: podman diff: nothing written outside /tmp and podman's own files"
+  check_drain image "${PODMAN[@]}" stop -t "$STOP_TIMEOUT" "$c"
+  exit_code=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$c")
+  [[ "$exit_code" == 0 ]] || fail "image: tpoold exited $exit_code after SIGTERM: $("${PODMAN[@]}" logs "$c" 2>&1 | tail -n 10)"
+  log "image: SIGTERM drained, exit 0"
+}
+
+# ---- Kubernetes: kustomize, client-side checks, podman kube play --------------
+# The test overlay (written here, next to nothing else) changes networking
+# only, because podman has one network namespace for the pod and the host:
+# host network (no CNI bridge here), so no containerPorts, one replica (three
+# would collide on one port), loopback ports picked free in --listen,
+# --metrics-listen and the probes, and TPOOL_ADDRESS for tpoolctl in the pod
+# (the preStop drain).
+write_overlay() {
+  local dir=$1 base
+  mkdir -p "$dir"
+  base=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$ROOT/deploy/k8s" "$dir")
+  cat >"$dir/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $base
+patches:
+  - target:
+      kind: Deployment
+      name: tpoold
+    patch: |-
+      - {op: add, path: /spec/replicas, value: 1}
+      - {op: add, path: /spec/template/spec/hostNetwork, value: true}
+      - {op: remove, path: /spec/template/spec/containers/0/ports}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--listen=127.0.0.1:$GRPC_PORT"}
+      - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--metrics-listen=127.0.0.1:$METRICS_PORT"}
+      - {op: replace, path: /spec/template/spec/containers/0/readinessProbe/grpc/port, value: $GRPC_PORT}
+      - {op: replace, path: /spec/template/spec/containers/0/livenessProbe/grpc/port, value: $GRPC_PORT}
+      - {op: replace, path: /spec/template/spec/containers/0/startupProbe/grpc/port, value: $GRPC_PORT}
+      - {op: add, path: /spec/template/spec/containers/0/env, value: [{name: TPOOL_ADDRESS, value: "127.0.0.1:$GRPC_PORT"}]}
+YAML
+}
+
+run_kube() {
+  local tag play c probes p grace pod code
+  command -v kubectl >/dev/null || fail "kubectl is missing: it renders deploy/k8s (kubectl kustomize)"
+  kubectl kustomize "$ROOT/deploy/k8s" >"$WORK/rendered.yaml" || fail "kubectl kustomize deploy/k8s failed"
+  python3 "$ROOT/tests/integration/deploy/check_rendered_k8s.py" --rendered "$WORK/rendered.yaml" |
+    sed 's/^/container-test: kube: /'
+  [[ ${PIPESTATUS[0]} == 0 ]] || fail "kube: the rendered manifests fail their checks (above)"
+
+  GRPC_PORT=$(free_port)
+  METRICS_PORT=$(free_port)
+  write_overlay "$WORK/overlay"
+  kubectl kustomize "$WORK/overlay" >"$WORK/overlay.yaml" || fail "kubectl kustomize of the test overlay failed"
+  # The ConfigMap and the Deployment: what podman kube play runs.
+  play="$WORK/play.yaml"
+  python3 - "$WORK/overlay.yaml" "$play" <<'PY' || fail "kube: no ConfigMap + Deployment in the render"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+keep = [d for d in docs if d["kind"] == "Deployment"
+        or (d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("tpoold-config-"))]
+assert [d["kind"] for d in keep].count("Deployment") == 1 and len(keep) == 2
+yaml.safe_dump_all(keep, open(sys.argv[2], "w"))
+PY
+  # The manifests name image tpoold:<tag>: the image just built, tagged so.
+  tag=$(awk '$1 == "image:" {print $2; exit}' "$play")
+  "${PODMAN[@]}" tag "$IMAGE" "localhost/$tag"
+  # (untag with only one name would remove every name of the image)
+  CLEANUP+=("${PODMAN[*]} untag $IMAGE localhost/$tag")
+  CLEANUP+=("${PODMAN[*]} kube down $play; ${PODMAN[*]} volume rm -f \$(awk '\$1 == \"name:\" && \$2 ~ /^tpoold-config-/ {print \$2}' $play)")
+  "${PODMAN[@]}" kube play "$play" >"$WORK/play.out" 2>&1 ||
+    fail "podman kube play failed: $(cat "$WORK/play.out")"
+  c=$("${PODMAN[@]}" ps --filter label=io.kubernetes.pod.name --format '{{.Names}}' | grep -- '-tpoold$' | head -n 1 || true)
+  [[ -n "$c" ]] || c=$("${PODMAN[@]}" ps --format '{{.Names}}' | grep -- '^tpoold-pod-.*-tpoold$' | head -n 1 || true)
+  [[ -n "$c" ]] || fail "kube: no tpoold container after podman kube play: $(cat "$WORK/play.out"; "${PODMAN[@]}" ps -a)"
+  log "kube: podman kube play started $c (image $tag)"
+  check_running "$c" kube
+  # The probes as the kubelet would run them: podman 4.3 does not run gRPC
+  # probes, so the test does (grpc.health.v1 Check on each probe's port).
+  probes=$(python3 - "$play" <<'PY'
+import sys, yaml
+dep = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
+ctr = dep["spec"]["template"]["spec"]["containers"][0]
+for name in ("startupProbe", "readinessProbe", "livenessProbe"):
+    print(name, ctr[name]["grpc"]["port"])
+PY
+)
+  while read -r name p; do
+    "$TPOOLCTL" --address "127.0.0.1:$p" --deadline 5s health >/dev/null ||
+      fail "kube: $name (gRPC health on port $p) does not answer SERVING"
+  done <<<"$probes"
+  log "kube: startup, readiness and liveness probes (gRPC health) answer SERVING"
+  scrape_metrics kube
+  # The kubelet's stop: SIGTERM, then SIGKILL after the grace period. podman
+  # 4.3's kube down does not wait (it killed a running job within 0.1 s
+  # here), and kube play does not take terminationGracePeriodSeconds as the
+  # stop timeout, so the test stops the pod with that timeout itself, then
+  # kube down removes it.
+  grace=$(python3 - "$play" <<'PY'
+import sys, yaml
+dep = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
+print(dep["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30))
+PY
+)
+  pod=$("${PODMAN[@]}" inspect --format '{{.Pod}}' "$c")
+  check_drain kube "${PODMAN[@]}" pod stop -t "$grace" "$pod"
+  code=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$c")
+  [[ "$code" == 0 ]] || fail "kube: tpoold exited $code when its pod stopped: $("${PODMAN[@]}" logs "$c" 2>&1 | tail -n 10)"
+  "${PODMAN[@]}" kube down "$play" >/dev/null 2>&1 || fail "kube: podman kube down failed"
+  log "kube: SIGTERM with the pod's grace period (${grace} s) drained it, exit 0; podman kube down removed it"
+}
+
+probe
+[[ "$MODE" == base ]] || {
+  [[ -n "$TPOOLCTL" && -x "$TPOOLCTL" ]] || fail "--tpoolctl PATH: the built tpoolctl is needed to talk to the container"
+  command -v promtool >/dev/null || fail "promtool is missing (scripts/install-deps.sh test installs prometheus)"
+}
+WORK=$(mktemp -d /tmp/tpoold-container-test.XXXXXX)
+write_containers_conf
+T0=$SECONDS
+base
+case "$MODE" in
+  base) ;;
+  image)
+    build_image
+    run_image
+    ;;
+  kube)
+    build_image
+    run_kube
+    ;;
+esac
+log "$MODE: passed in $((SECONDS - T0)) s"

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The manifests as `kubectl kustomize deploy/k8s` renders them (what
+`kubectl apply -k` would send), checked without an API server:
+
+- kubectl parses every object client-side (`kubectl label --local
+  --dry-run=client -f -`; `kubectl apply --dry-run=client` needs a server);
+- the generated ConfigMap (hash-suffixed name) is the one the Deployment
+  mounts, and holds tpoold.toml;
+- every object carries the kustomization's common label;
+- Services and the PDB select the pod template's labels, their target ports
+  are ports the container names; the headless Service is headless;
+- the HPA scales the Deployment, minReplicas <= the Deployment's replicas <=
+  maxReplicas, with a metric; the PDB allows at most one disruption or keeps
+  a minimum below the replicas;
+- the ServiceMonitor selects a Service and scrapes a port that Service names,
+  at /metrics.
+
+usage: check_rendered_k8s.py [--rendered FILE] [--kubectl PATH]
+"""
+
+import argparse
+import pathlib
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deploy"))
+from deploy_facts import ROOT, Checker  # noqa: E402
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("check_rendered_k8s.py needs PyYAML: scripts/install-deps.sh test installs python3-yaml")
+
+PART_OF = ("app.kubernetes.io/part-of", "tpoold")
+
+
+def matches(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rendered", help="the rendered manifests (default: render deploy/k8s)")
+    ap.add_argument("--kubectl", default="kubectl")
+    args = ap.parse_args()
+    c = Checker("rendered deploy/k8s")
+    if args.rendered:
+        text = pathlib.Path(args.rendered).read_text()
+    else:
+        r = subprocess.run([args.kubectl, "kustomize", str(ROOT / "deploy/k8s")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"FAIL: kubectl kustomize deploy/k8s: {r.stderr}")
+            return 1
+        text = r.stdout
+    r = subprocess.run([args.kubectl, "label", "--local", "--dry-run=client", "-f", "-",
+                        "tpoold.test/checked=yes", "-o", "name"],
+                       input=text, capture_output=True, text=True)
+    c.check(r.returncode == 0, f"kubectl does not parse the rendered objects: {r.stderr}")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    parsed = r.stdout.split()
+    c.check(len(parsed) == len(docs), f"kubectl parsed {len(parsed)} objects of {len(docs)}")
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d.get("kind"), []).append(d)
+        name = d.get("metadata", {}).get("name")
+        c.check(d.get("apiVersion") and name, f"an object without apiVersion or name: {d}")
+        labels = d.get("metadata", {}).get("labels", {})
+        c.check(labels.get(PART_OF[0]) == PART_OF[1],
+                f"{d.get('kind')}/{name} lacks the label {PART_OF[0]}={PART_OF[1]}")
+    for kind in ("ConfigMap", "Deployment", "Service", "PodDisruptionBudget",
+                 "HorizontalPodAutoscaler", "ServiceMonitor"):
+        c.check(kind in by_kind, f"no {kind} rendered")
+    if c.failures:
+        return c.finish()
+
+    dep = by_kind["Deployment"][0]
+    pod = dep["spec"]["template"]
+    pod_labels = pod["metadata"]["labels"]
+    c.check(matches(dep["spec"]["selector"]["matchLabels"], pod_labels),
+            "the Deployment's selector does not match its pod template")
+    container = pod["spec"]["containers"][0]
+    port_names = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+
+    # The generated config map: hash-suffixed, mounted by the Deployment.
+    config_maps = {m["metadata"]["name"]: m for m in by_kind["ConfigMap"]}
+    mounted = [v["configMap"]["name"] for v in pod["spec"].get("volumes", []) if "configMap" in v]
+    for name in mounted:
+        c.check(name in config_maps, f"the Deployment mounts ConfigMap {name}, not rendered")
+    gen = [n for n in mounted if n.startswith("tpoold-config-")]
+    c.check(len(gen) == 1, f"the Deployment mounts {mounted}: expected the generated "
+                           "tpoold-config-<hash>")
+    if gen and gen[0] in config_maps:
+        c.check("tpoold.toml" in config_maps[gen[0]].get("data", {}),
+                f"ConfigMap {gen[0]} has no tpoold.toml")
+
+    services = {s["metadata"]["name"]: s for s in by_kind["Service"]}
+    for name, s in services.items():
+        c.check(matches(s["spec"].get("selector"), pod_labels),
+                f"Service {name} does not select the pods")
+        for p in s["spec"].get("ports", []):
+            t = p.get("targetPort", p.get("port"))
+            c.check(t in port_names or t in port_names.values(),
+                    f"Service {name} port {p.get('name')} targets {t}, which the container "
+                    f"does not expose ({port_names})")
+    headless = [s for s in services.values() if s["spec"].get("clusterIP") == "None"]
+    c.check(len(headless) == 1, "no headless Service (DNS with one record per replica, for "
+                                "clients that balance themselves)")
+
+    pdb = by_kind["PodDisruptionBudget"][0]["spec"]
+    c.check(matches(pdb.get("selector", {}).get("matchLabels"), pod_labels),
+            "the PDB does not select the pods")
+    replicas = dep["spec"].get("replicas", 1)
+    c.check(("maxUnavailable" in pdb) != ("minAvailable" in pdb),
+            "the PDB needs exactly one of maxUnavailable and minAvailable")
+    if "minAvailable" in pdb and isinstance(pdb["minAvailable"], int):
+        c.check(pdb["minAvailable"] < replicas, f"PDB minAvailable {pdb['minAvailable']} >= "
+                                                f"replicas {replicas}: no drain could proceed")
+
+    hpa = by_kind["HorizontalPodAutoscaler"][0]["spec"]
+    ref = hpa.get("scaleTargetRef", {})
+    c.check(ref.get("kind") == "Deployment" and ref.get("name") == dep["metadata"]["name"],
+            f"the HPA scales {ref}, not Deployment {dep['metadata']['name']}")
+    c.check(hpa.get("minReplicas", 1) <= replicas <= hpa.get("maxReplicas", 0),
+            f"replicas {replicas} outside the HPA's [{hpa.get('minReplicas')}, "
+            f"{hpa.get('maxReplicas')}]")
+    c.check(bool(hpa.get("metrics")), "the HPA has no metrics")
+
+    for sm in by_kind["ServiceMonitor"]:
+        sel = sm["spec"].get("selector", {}).get("matchLabels")
+        chosen = [s for s in services.values() if matches(sel, s["metadata"].get("labels", {}))]
+        c.check(bool(chosen), f"ServiceMonitor {sm['metadata']['name']} selects no Service")
+        for ep in sm["spec"].get("endpoints", []):
+            c.check(ep.get("path", "/metrics") == "/metrics", f"ServiceMonitor scrapes {ep.get('path')}")
+            c.check(any(ep.get("port") in [p.get("name") for p in s["spec"]["ports"]] for s in chosen),
+                    f"ServiceMonitor scrapes port {ep.get('port')}, which no selected Service names")
+    print(f"rendered deploy/k8s: {len(docs)} objects ({', '.join(sorted(by_kind))}); "
+          "kubectl parses them client-side")
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

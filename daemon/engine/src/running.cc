@@ -166,9 +166,11 @@ void Engine::enforce() {
         }
       }
     }
-    if (!job.final()) continue;
-    ++after_end;                                             // final, and still inside the handler
-    if (job.stop_seen_ns_ == 0) job.stop_seen_ns_ = now_ns;  // ended by its handler meanwhile
+    // Final, and still in the set: ended by us (or ended by its handler
+    // after being told to stop), with the handler still inside or about to
+    // leave. A job never told to stop is only on its way out of the set.
+    if (!job.final() || job.stop_seen_ns_ == 0) continue;
+    ++after_end;
     if (now_ns - job.stop_seen_ns_ >= grace_ns && job.claim_ignored_cancellation()) {
       ignored_cancellation_.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn(

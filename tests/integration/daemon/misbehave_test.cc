@@ -75,15 +75,16 @@ void wait_job(DaemonProcess& d, std::uint64_t id) {
 // --- item 3: a stop with handlers that ignore cancellation --------------------
 
 TEST(Misbehave, SigtermWithHandlersIgnoringCancellationExitsThreeAndNamesThem) {
+  // A worker for each job whatever the machine: 3 CPU workers for the
+  // spinners, 1 blocking worker for the sleep.
   DaemonProcess d(
-      "[server]\ndrain_timeout_ms = 500\ncancel_grace_ms = 500\n[metrics]\nenabled = false\n",
+      "[server]\ndrain_timeout_ms = 500\ncancel_grace_ms = 500\n[metrics]\nenabled = false\n"
+      "[pool]\nmax_threads = 3\nblocking_workers = 1\n",
       misbehave_args());
   ASSERT_TRUE(d.started()) << d.log();
   std::uint64_t sleeper = submit(d, "sleep", "10000");
   std::vector<std::uint64_t> spinners;
   for (int i = 0; i < 3; ++i) spinners.push_back(submit(d, "spin", "600000"));
-  // 2 CPU and 2 blocking workers: the sleep and the three spinners all run
-  // (a blocking worker helps the default lane when its own is empty).
   ASSERT_TRUE(wait_running(d, spinners)) << d.log();
   d.signal(SIGTERM);
   // Drain (0.5 s) plus grace (0.5 s); the bound turns a hang into a failure.
@@ -149,6 +150,7 @@ class TimeoutSuite : public ::testing::Test {
     port_file_ = (dir_ / "metrics.port").string();
     d_ = std::make_unique<DaemonProcess>(
         "[server]\ndrain_timeout_ms = 500\ncancel_grace_ms = 200\n"
+        "[pool]\nblocking_workers = 2\n"  // two blocked handlers at once in one test
         "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" +
             port_file_ + "\"\n",
         misbehave_args());

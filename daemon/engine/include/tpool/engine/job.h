@@ -90,7 +90,9 @@ class Engine;
 struct HandlerCounters;
 
 // Called once when a job reaches its final state, on the thread that ended it
-// (a pool worker, or the thread that cancelled a queued job). Must not block.
+// (a pool worker, the thread that cancelled a queued job, or the engine's
+// deadline thread for a job it ended under its handler, inv 5). Must not
+// block.
 using DoneFn = void (*)(void* user, Job& job);
 
 class Job final : public plugin_host::JobServices {
@@ -123,7 +125,8 @@ class Job final : public plugin_host::JobServices {
   bool remove_waiter(DoneFn fn, void* user);
 
   // Requests cancellation. A queued job ends CANCELLED at once; a running one
-  // sees is_cancelled() and ends when its handler returns.
+  // sees is_cancelled() and ends when its handler returns, or cancel_grace
+  // later without it (the engine's deadline thread, inv 5).
   void cancel();
 
   // plugin_host::JobServices

@@ -16,7 +16,8 @@ SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/d
 
 help:
 	@echo "make run           build (release) and start tpoold with the example plugins"
-	@echo "make test          install deps, build, run every test (unit, stress, model, integration),"
+	@echo "make test          install deps, build, run every test (unit, stress, model, integration,"
+	@echo "                   container: the image and manifests with podman, skipped where it cannot run),"
 	@echo "                   check formatting, and run the pool's tests under ThreadSanitizer"
 	@echo "make bench         build and run the benchmarks against the peers (bench_*, then"
 	@echo "                   tpoold against gearmand: bench/peers/run.sh); make bench-report"

@@ -166,7 +166,8 @@ bool Pool::Impl::lane_has_queued(Lane lane) const noexcept {
 // overflow workers to retire.
 void Pool::Impl::tick() {
   std::lock_guard lk(spawn_mu);  // serialises with spawn, shutdown's joins
-  if (joined) return;
+  // stop: join_all is joining the threads without spawn_mu (see there).
+  if (joined || stop.load(std::memory_order_relaxed)) return;
   // Reap: join overflow workers that exited since the last tick.
   for (std::size_t i = core_slots; i < total_slots; ++i) {
     Worker& w = *workers[i];
@@ -254,9 +255,20 @@ void Pool::Impl::join_all() {
   }
   wd_cv.notify_all();
   if (watchdog.joinable()) watchdog.join();
-  std::lock_guard lk(spawn_mu);
-  if (joined) return;
-  stop.store(true, std::memory_order_seq_cst);
+  {
+    // Set stop under spawn_mu, then join WITHOUT it: a worker may be inside
+    // notify() waiting for spawn_mu to grow the pool (a spill from an inject
+    // ring while cancelled or timed-out work is still queued). Holding
+    // spawn_mu across the joins deadlocked that worker against this thread
+    // (found by the fuzz harness on a loaded machine). After stop is set
+    // nothing starts a worker: notify() checks stop under spawn_mu, tick()
+    // cannot run (the watchdog is joined above), and start() ran before. So
+    // the joins below are the only writers of the threads' state; callers of
+    // join_all do not race each other (shutdown_mu, or the destructor).
+    std::lock_guard lk(spawn_mu);
+    if (joined) return;
+    stop.store(true, std::memory_order_seq_cst);
+  }
   for (auto& w : workers) {
     { std::lock_guard plk(w->park_mu); }
     w->park_cv.notify_all();
@@ -271,6 +283,7 @@ void Pool::Impl::join_all() {
       overflow_retired.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  std::lock_guard lk(spawn_mu);
   joined = true;
 }
 

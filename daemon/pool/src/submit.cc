@@ -371,7 +371,11 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
     if (n < cfg.max_threads) {
       std::lock_guard lk(spawn_mu);
       n = started.load(std::memory_order_relaxed);
-      if (n < cfg.max_threads && accepting.load(std::memory_order_relaxed)) start_worker(n, false);
+      // Not once join_all has set stop (it sets it under spawn_mu).
+      if (n < cfg.max_threads && accepting.load(std::memory_order_relaxed) &&
+          !stop.load(std::memory_order_relaxed)) {
+        start_worker(n, false);
+      }
     }
   }
 }

@@ -1,9 +1,11 @@
+// Parsing and serializing requests and replies as bytes, and the interceptor
+// that names an unparsable unary request (parse.h).
 #include "parse.h"
-
-#include "tpool/rpc/services.h"
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
+
+#include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
 
@@ -47,9 +49,6 @@ bool fit_result(tpool::v1::JobResult& r, std::uint64_t max_bytes) {
   return true;
 }
 
-}  // namespace tpool::rpc
-
-namespace tpool::rpc {
 namespace {
 
 // The full name of a method's request type, from its path
@@ -95,11 +94,9 @@ grpc::experimental::Interceptor* UnparsableRequestInterceptorFactory::CreateServ
   return new UnparsableRequestInterceptor(info->method());
 }
 
-}  // namespace tpool::rpc
-
-namespace tpool::rpc {
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 unparsable_request_interceptors() {
   return std::make_unique<UnparsableRequestInterceptorFactory>();
 }
+
 }  // namespace tpool::rpc

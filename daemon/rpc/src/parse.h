@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include <cstdint>
 #include <string>
@@ -33,12 +34,6 @@ std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r);
 // says so (its output is dropped): a result is delivered or reported failed,
 // never silently lost. True if r was changed.
 bool fit_result(tpool::v1::JobResult& r, std::uint64_t max_bytes);
-
-}  // namespace tpool::rpc
-
-#include <grpcpp/support/server_interceptor.h>
-
-namespace tpool::rpc {
 
 // A server interceptor for the typed unary methods: when a request's bytes do
 // not parse, gRPC's callback API answers UNIMPLEMENTED with an empty message

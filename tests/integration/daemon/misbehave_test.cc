@@ -21,12 +21,8 @@ std::vector<std::string> misbehave_args() {
 }
 
 bool wait_log(DaemonProcess& d, const std::string& text) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (d.log().find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return eventually([&] { return d.log().find(text) != std::string::npos; },
+                    std::chrono::seconds(30));
 }
 
 std::uint64_t submit(DaemonProcess& d, const std::string& handler, const std::string& payload,
@@ -51,11 +47,10 @@ tpool::v1::JobStatus get(DaemonProcess& d, std::uint64_t id) {
 }
 
 bool wait_running(DaemonProcess& d, const std::vector<std::uint64_t>& ids) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (std::uint64_t id : ids) {
-    while (get(d, id).state() != tpool::v1::JOB_STATE_RUNNING) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!eventually([&] { return get(d, id).state() == tpool::v1::JOB_STATE_RUNNING; },
+                    std::chrono::seconds(30))) {
+      return false;
     }
   }
   return true;
@@ -171,12 +166,7 @@ class TimeoutSuite : public ::testing::Test {
     return it == all.end() ? -1 : it->second;
   }
   bool wait_metric_at_least(const std::string& series, double v) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (metric(series) >= v) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+    return eventually([&] { return metric(series) >= v; }, std::chrono::seconds(30));
   }
 
   std::filesystem::path dir_;

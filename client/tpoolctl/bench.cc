@@ -304,7 +304,8 @@ int cmd_bench(const Args& a) {
     threads = run_batch(client, p, t);
   } else {
     auto deadline = a.deadline_given ? a.client.default_deadline : std::chrono::hours(1);
-    streamer = std::thread([&] { stream_error = run_stream(client, p, t, deadline); });
+    // deadline by value: it goes out of scope here, the thread runs on.
+    streamer = std::thread([&, deadline] { stream_error = run_stream(client, p, t, deadline); });
   }
   auto tick = bar ? std::chrono::milliseconds(100) : std::chrono::milliseconds(1000);
   while (!t.wait_for(tick)) {

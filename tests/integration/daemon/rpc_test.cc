@@ -177,8 +177,8 @@ TEST_F(Rpc, ClientCancelCancelsTheJob) {
   grpc::ClientContext ctx;
   JobResult r;
   std::promise<grpc::Status> done;
-  d().jobs().async()->Execute(&ctx, new tpool::v1::JobRequest(job("sleep", "60000")), &r,
-                              [&done](grpc::Status s) { done.set_value(s); });
+  const tpool::v1::JobRequest req = job("sleep", "60000");  // outlives the call (done below)
+  d().jobs().async()->Execute(&ctx, &req, &r, [&done](grpc::Status s) { done.set_value(s); });
   // Wait until the job is accepted before cancelling the call.
   ASSERT_TRUE(
       eventually("sleep", [&](const auto& h) { return h.submitted() > before.submitted(); }));

@@ -12,7 +12,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/dev/null)
 
-.PHONY: help deps build release test test-dev format-check tsan asan fuzz mutate bench bench-report run format tidy package clean
+.PHONY: help deps build release test test-dev format-check tsan tsa asan fuzz mutate bench bench-report run format tidy package clean
 
 help:
 	@echo "make run           build (release) and start tpoold with the example plugins"
@@ -23,6 +23,7 @@ help:
 	@echo "                   tpoold against gearmand: bench/peers/run.sh); make bench-report"
 	@echo "                   turns the peers' results into docs/benchmarks.md's table and plot"
 	@echo "make tsan | asan   build and test under ThreadSanitizer | Address+UB sanitizers"
+	@echo "make tsa           build with clang -Wthread-safety -Werror (part of make test)"
 	@echo "make fuzz          the pool's fuzz harness for longer: FUZZ_SECONDS (default 30) per seed"
 	@echo "                   family, 20 families; FUZZ_PRESET=tsan runs it under ThreadSanitizer"
 	@echo "make mutate        mutation testing of the pool and queues (scripts/mutate.sh; slow)"
@@ -42,7 +43,7 @@ release: deps
 test-dev: build
 	$(CTEST) --preset dev
 
-test: test-dev format-check tsan
+test: test-dev format-check tsan tsa
 	@echo "make test: all checks passed"
 
 format-check:
@@ -55,6 +56,14 @@ tsan: deps
 	$(CMAKE) --preset tsan
 	$(CMAKE) --build --preset tsan -j $(JOBS)
 	$(CTEST) --preset tsan
+
+# clang's thread-safety analysis (-Wthread-safety -Werror) over the pool, the
+# daemon and the client: a member read without the mutex its GUARDED_BY names
+# fails this build (docs/architecture.md, "Roles the compiler checks").
+tsa: deps
+	$(CMAKE) --preset tsa
+	$(CMAKE) --build --preset tsa -j $(JOBS)
+	@echo "tsa: clang thread-safety analysis clean"
 
 asan: deps
 	$(CMAKE) --preset asan

@@ -14,8 +14,8 @@
 #
 #   <prefix>/bin/tpoold, <prefix>/bin/tpoolctl
 #   <prefix>/lib/tpool/plugins/*.so           (TPOOL_INSTALL_PLUGINDIR)
-#   <prefix>/include/tpool/{pool.h,pool/*.h,plugin.h}
-#   <prefix>/<libdir>/libtpool_pool.a, <prefix>/<libdir>/cmake/tpool/
+#   <prefix>/include/tpool/{pool.h,pool/*.h,common/*.h,plugin.h}
+#   <prefix>/<libdir>/libtpool_{pool,common}.a, <prefix>/<libdir>/cmake/tpool/
 #   <prefix>/etc/tpoold/tpoold.toml           (/etc/tpoold when prefix is /usr)
 #   <prefix>/lib/systemd/system/tpoold.service
 #   <prefix>/share/doc/tpoold/                (docs, Prometheus and Grafana files)
@@ -34,13 +34,15 @@ set(TPOOL_INSTALL_DOCDIR "${CMAKE_INSTALL_DATAROOTDIR}/doc/tpoold")
 # must be in the export set too. It carries only compile options, which
 # LINK_ONLY does not pass on, so consumers are not affected.
 set_target_properties(tpool_warnings PROPERTIES EXPORT_NAME warnings)
-install(TARGETS tpool_pool tpool_warnings EXPORT tpoolTargets
+install(TARGETS tpool_pool tpool_common tpool_warnings EXPORT tpoolTargets
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT devel
   LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT devel
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}" COMPONENT devel)
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/daemon/pool/include/tpool"
-  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT devel
-  FILES_MATCHING PATTERN "*.h")
+foreach(_inc pool common)
+  install(DIRECTORY "${PROJECT_SOURCE_DIR}/daemon/${_inc}/include/tpool"
+    DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT devel
+    FILES_MATCHING PATTERN "*.h")
+endforeach()
 
 # The plugin SDK header itself is installed (component sdk) by
 # plugins/include/CMakeLists.txt; the target goes into the export here.

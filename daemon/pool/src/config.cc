@@ -82,9 +82,6 @@ Status Config::validate() const {
   return Status::Ok();
 }
 
-std::string_view to_string(Lane l) noexcept {
-  return l == Lane::kBlocking ? "blocking" : "default";
-}
 std::string_view to_string(QueueKind k) noexcept {
   return k == QueueKind::kChaseLev ? "chase_lev" : "ring";
 }

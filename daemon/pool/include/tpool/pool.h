@@ -25,8 +25,9 @@
 #include <span>
 #include <string>
 
+#include "tpool/common/lane.h"
+#include "tpool/common/status.h"
 #include "tpool/pool/histogram.h"
-#include "tpool/pool/status.h"
 
 namespace tpool {
 
@@ -36,9 +37,6 @@ struct Task {
   TaskFn fn = nullptr;
   void* ctx = nullptr;
 };
-
-enum class Lane : std::uint8_t { kDefault = 0, kBlocking = 1 };
-inline constexpr std::size_t kLaneCount = 2;
 
 enum class QueueKind : std::uint8_t { kRing, kChaseLev };
 enum class SchedulerVariant : std::uint8_t { kGlobalQueue, kWorkStealing, kLaneExtension };
@@ -53,7 +51,6 @@ enum class TaskOutcome : std::uint8_t {
   kCancelled,  // cancelled before it started (token, deadline or shutdown)
 };
 
-std::string_view to_string(Lane) noexcept;
 std::string_view to_string(QueueKind) noexcept;
 std::string_view to_string(SchedulerVariant) noexcept;
 std::string_view to_string(TaskOutcome) noexcept;

@@ -24,8 +24,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tpool/common/lane.h"
+#include "tpool/common/status.h"
 #include "tpool/plugin_host/job.h"
-#include "tpool/pool.h"  // tpool::Lane, tpool::Status, tpool::Result
 
 namespace tpool::plugin_host {
 

@@ -1,4 +1,5 @@
-// tpool::Status: the pool's one error type.
+// tpool::Status: the one error type of every component (pool, plugin host,
+// engine, store).
 //
 // Named constructors, ok(), no exceptions across the API (after LevelDB's
 // include/leveldb/status.h). The message is a sentence for a person: what was

@@ -1,4 +1,4 @@
-#include "tpool/pool/status.h"
+#include "tpool/common/status.h"
 
 namespace tpool {
 

@@ -3,9 +3,9 @@
 // Thread safety. find/list/invoke/counters run on any thread, concurrently
 // with each other and with reload.
 //  (1) A Registry is immutable once published: built by one reload on one
-//      thread, then only read. Readers copy the shared_ptr under mu_ and read
+//      thread, then only read. Readers copy the shared_ptr under mu and read
 //      without a lock.
-//  (2) Publishing a registry is one pointer swap under mu_; a reader sees the
+//  (2) Publishing a registry is one pointer swap under mu; a reader sees the
 //      old or the new registry, never a mix, so find() never misses a handler
 //      present in both.
 //  (3) A Handler holds a shared_ptr to its Library, a Registry holds its
@@ -13,7 +13,7 @@
 //      (fini, then dlclose) only when no Registry and no HandlerRef holds any
 //      of its Handlers: no code of it can still be running, because invoke()
 //      runs under a HandlerRef the caller holds for the whole call.
-//  (4) Reloads are serialised by reload_mu_, so at most one registry is under
+//  (4) Reloads are serialised by reload_mu, so at most one registry is under
 //      construction and generations grow by one.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -25,6 +25,7 @@
 
 #include "internal.h"
 #include "loader.h"
+#include "tpool/common/mutex.h"
 
 namespace tpool::plugin_host {
 
@@ -172,18 +173,18 @@ const HandlerInfo& HandlerRef::info() const noexcept {
 
 struct Host::Impl {
   std::shared_ptr<Shared> shared;
-  std::mutex reload_mu;  // (inv 4)
-  HostConfig config;     // guarded by reload_mu
+  Mutex reload_mu ACQUIRED_BEFORE(mu);  // (inv 4)
+  HostConfig config GUARDED_BY(reload_mu);
   // config.max_output_bytes for invoke(), which does not take reload_mu.
   // Relaxed: a call that starts during a reload may use either limit.
   std::atomic<std::size_t> max_output{0};
 
-  mutable std::mutex mu;                    // (inv 2) guards the three below
-  std::shared_ptr<const Registry> current;  // never null after load
-  std::vector<LoadError> last_errors;
+  mutable Mutex mu;                                        // (inv 2)
+  std::shared_ptr<const Registry> current GUARDED_BY(mu);  // never null after load
+  std::vector<LoadError> last_errors GUARDED_BY(mu);
 
-  std::shared_ptr<const Registry> snapshot() const {
-    std::lock_guard lock(mu);
+  std::shared_ptr<const Registry> snapshot() const EXCLUDES(mu) {
+    MutexLock lock(mu);
     return current;
   }
 
@@ -315,31 +316,38 @@ Result<std::unique_ptr<Host>> Host::load(HostConfig config, std::vector<LoadErro
         "\n(abort_on_load_error is set: fix or remove these files, or unset it to "
         "start with the plugins that did load)");
   }
-  impl->current = std::move(reg);
-  impl->last_errors = std::move(errors);
+  // Not yet shared with any thread; the locks are for the analysis' sake.
+  {
+    MutexLock lock(impl->mu);
+    impl->current = std::move(reg);
+    impl->last_errors = std::move(errors);
+  }
   impl->max_output.store(config.max_output_bytes, std::memory_order_relaxed);
-  impl->config = std::move(config);
+  {
+    MutexLock lock(impl->reload_mu);
+    impl->config = std::move(config);
+  }
   return std::unique_ptr<Host>(new Host(std::move(impl)));
 }
 
 Status Host::reload() {
   HostConfig cfg;
   {
-    std::lock_guard lock(impl_->reload_mu);
+    MutexLock lock(impl_->reload_mu);
     cfg = impl_->config;
   }
   return reload(std::move(cfg));
 }
 
 Status Host::reload(HostConfig config) {
-  std::lock_guard reload_lock(impl_->reload_mu);  // (inv 4)
+  MutexLock reload_lock(impl_->reload_mu);  // (inv 4)
   std::uint64_t generation = impl_->snapshot()->generation + 1;
   std::vector<LoadError> errors;
   std::shared_ptr<const Registry> reg = impl_->build(config, generation, errors);
   impl_->report(errors);
   if (!errors.empty() && config.abort_on_load_error) {
     {
-      std::lock_guard lock(impl_->mu);
+      MutexLock lock(impl_->mu);
       impl_->last_errors = errors;
     }
     Shared::bump(impl_->shared->reload_failures);
@@ -350,7 +358,7 @@ Status Host::reload(HostConfig config) {
   }
   std::shared_ptr<const Registry> old;
   {
-    std::lock_guard lock(impl_->mu);  // (inv 2) one swap
+    MutexLock lock(impl_->mu);  // (inv 2) one swap
     old = std::exchange(impl_->current, std::move(reg));
     impl_->last_errors = std::move(errors);
   }
@@ -381,7 +389,7 @@ std::vector<HandlerInfo> Host::list() const {
 }
 
 std::vector<LoadError> Host::load_errors() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->last_errors;
 }
 

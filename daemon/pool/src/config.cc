@@ -1,4 +1,11 @@
-// Config validation and the small value types of the pool's API.
+// Config validation and defaults, and the small value types of the pool's
+// API: CancelToken, WaitGroup, the to_string()s, LocalQueue.
+//
+// Invariants:
+//   (1) Config::resolved() is the one place a default is computed; the pool
+//       runs (and Pool::config() returns) exactly what it gives.
+//   (2) WaitGroup: the last done() touches the group only under mu_, and a
+//       waiter returns only after taking mu_ (see WaitGroup::done()).
 #include <algorithm>
 #include <string>
 #include <thread>

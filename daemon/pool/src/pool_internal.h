@@ -114,6 +114,30 @@ struct alignas(kCacheLine) Descriptor {
   Lane lane = Lane::kDefault;
   bool waitable = false;
 
+  // (inv 1) reserved -> queued: the one place a descriptor is filled in.
+  // Called by the submitter that reserved it; returns the generation for the
+  // queue entry and the handle. The release store of `state` pairs with the
+  // acquire of whoever reads the state next: run_task's claim CAS, wait(),
+  // the shutdown scan. Workers also get the fields through the queues'
+  // release/acquire on the entry, which is pushed after this returns.
+  std::uint32_t publish(const Task& t, const SubmitOptions& o, Lane routed,
+                        std::int64_t stamp_ns) noexcept {
+    fn = t.fn;
+    ctx = t.ctx;
+    on_cancel = o.on_cancel;
+    cancel = o.cancel;
+    wait_group = o.wait_group;
+    lane = routed;
+    waitable = o.waitable;
+    submit_ns = stamp_ns;
+    // Relaxed: ordered before any reader by the release store below.
+    detached.store(false, std::memory_order_relaxed);
+    state.store(DescState::kQueued, std::memory_order_release);
+    // Relaxed: only the thread that freed the descriptor bumped it, before
+    // the free-list push that handed it to us (see bump_generation()).
+    return generation.load(std::memory_order_relaxed);
+  }
+
   // (inv 2) Invalidate the entries and handles of the task that just ended.
   // Only the one thread that frees the descriptor (inv 1: the claimer of a
   // non-waitable task, the winner of the CAS to kFree otherwise) calls it,
@@ -202,21 +226,31 @@ struct TaskStamp {
   }
 };
 
+// A worker, in two halves (Tokio's Local/Steal split of a run queue, applied
+// to the whole worker): OwnerState is touched only by the worker's own
+// thread (inv 3), so every such access reads `w->own.`; the rest is read or
+// written by other threads, each field with the roles it says.
 struct Worker {
   // ---- owner-only (inv 3) ----
-  Entry lifo = kNoEntry;
+  // Also touched by start_worker before the thread starts and by shutdown
+  // after it is joined: never while the owner runs.
+  struct OwnerState {
+    Entry lifo = kNoEntry;  // the LIFO slot: only the owner fills or drains it
+    DescCache<32> cache;
+    std::uint32_t submit_tick = 0;  // wake coalescing
+    std::uint32_t steal_hint = 0;
+    // The end stamp of the last task this worker ran, and whether the worker
+    // went straight on from it (no idle spin, no park, no cancel in between):
+    // then it is also the next task's start stamp (run_task), one clock read
+    // per task instead of two.
+    std::int64_t last_end_ns = 0;
+    bool last_end_fresh = false;
+  };
+  OwnerState own;
+  // ---- shared with other threads ----
+  // The owner pushes and pops, any thread steals (the queue's invariants).
   std::unique_ptr<LocalQueue> local;
-  DescCache<32> cache;
-  std::uint32_t submit_tick = 0;  // wake coalescing
-  std::uint32_t steal_hint = 0;
-  // The end stamp of the last task this worker ran, and whether the worker
-  // went straight on from it (no idle spin, no park, no cancel in between):
-  // then it is also the next task's start stamp (run_task), one clock read
-  // per task instead of two.
-  std::int64_t last_end_ns = 0;
-  bool last_end_fresh = false;
-  // ---- read by others ----
-  Counters counters;
+  Counters counters;  // inv 4: the owner writes, stats() reads
   LatencyHistogram wait_hist[kLaneCount];
   LatencyHistogram run_hist[kLaneCount];
   alignas(kCacheLine) std::atomic<SleepState> sleep{SleepState::kRunning};
@@ -233,7 +267,7 @@ struct Worker {
   std::mutex park_mu;
   std::condition_variable park_cv;
   std::thread thread;
-  // ---- fixed at start ----
+  // ---- fixed at construction ----
   std::uint32_t index = 0;
   Lane lane = Lane::kDefault;
   bool overflow = false;
@@ -243,22 +277,112 @@ struct Worker {
   std::uint32_t wd_idle_ticks = 0;
 };
 
+// A registered submitter slot, split as Worker is: OwnerState belongs to the
+// thread that holds the slot (inv 3); workers steal from `queue`.
 struct Submitter {
+  struct OwnerState {
+    DescCache<32> cache;
+    std::uint32_t submit_tick = 0;
+  };
+  OwnerState own;
   std::unique_ptr<RingQueue<Entry>> queue;
-  DescCache<32> cache;
-  Counters counters;
-  std::uint32_t submit_tick = 0;
+  Counters counters;  // inv 4: the holder writes, stats() reads
   std::atomic<bool> in_use{false};
 };
 
 }  // namespace detail
 
-struct Pool::Impl {
+// The pool's state and every operation on it. Pool is a facade
+// (pool_api.cc) whose members forward here; the data is private, and each
+// group of members below is used by the files its comment names.
+class Pool::Impl {
+ public:
   explicit Impl(Config c);
   ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // construct.cc
+  Status start();
+  void attach(Pool* self) noexcept { self_ = self; }
+  Pool* pool() const noexcept { return self_; }
+  const Config& config() const noexcept { return cfg; }
+  // submit.cc
+  Result<TaskHandle> submit_one(Task t, const SubmitOptions& o);
+  Result<std::size_t> submit_many(std::span<const Task> ts, const SubmitOptions& o,
+                                  std::span<TaskHandle> handles);
+  // wait.cc
+  Result<TaskOutcome> wait(TaskHandle h, std::chrono::nanoseconds timeout);
+  void detach(TaskHandle h);
+  bool help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout);
+  // shutdown.cc
+  Status shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout);
+  void join_all();
+  void abandon();  // create() failed to start a thread: stop what did start
+  // submitter.cc: the slot index, for SubmitterSlot
+  Result<std::size_t> register_submitter();
+  void release_submitter(std::size_t slot) noexcept;
+  // watchdog.cc
+  void tick();
+  // stats.cc
+  PoolStats stats() const;
+  std::uint64_t progress() const noexcept;
+
+ private:
+  // submit.cc
+  void enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
+  void run_inline(detail::Worker* w, const Task& t, const SubmitOptions& o, Lane lane);
+  void notify(Lane lane, std::uint32_t* tick, bool fenced = false);
+  bool wake_one(Lane lane);
+  Lane route(Lane requested) const noexcept;
+
+  // descriptors.cc: the free list and the DescCaches
+  bool acquire(std::uint32_t* out, std::size_t n, detail::Worker* w, detail::Submitter* s,
+               std::size_t& got);
+  void release_desc(std::uint32_t idx);
+  void recycle(std::uint32_t idx, detail::Counters& ctr);
+  void return_cached(detail::DescCache<32>& cache) noexcept;
+  detail::Counters& caller_counters() noexcept;
+
+  // worker.cc
+  void worker_main(detail::Worker* w);
+  detail::Entry next_task(detail::Worker* w);
+  void run_task(detail::Worker* w, detail::Entry e);
+  void finish(detail::Worker* w, std::uint32_t idx, detail::DescState outcome);
+  bool idle(detail::Worker* w);
+  bool work_visible(detail::Worker* w);
+  void mark_nonempty(std::size_t i) noexcept;
+  void clear_nonempty(std::size_t i) noexcept;
+  detail::Entry take_from_inject(detail::Worker* w, Lane lane);
+  detail::Entry steal_from(detail::Worker* w, Lane lane);
+
+  // construct.cc
+  bool start_worker(std::size_t slot, bool overflow);
+
+  // watchdog.cc
+  void watchdog_main();
+  bool stalled(const detail::Worker& w, std::int64_t now) const noexcept;
+  bool lane_has_queued(Lane lane) const noexcept;
+
+  // stats.cc
+  std::uint64_t sum_accepted() const;
+  std::uint64_t sum_finished() const;
+  void for_each_counters(const std::function<void(const detail::Counters&)>& f) const;
+
+  SchedulerVariant effective_variant() const noexcept {
+    if constexpr (kVariantPinned) return kPinnedVariant;
+    return variant;
+  }
+  bool uses_local_queues() const noexcept {
+    return effective_variant() != SchedulerVariant::kGlobalQueue;
+  }
+  std::int64_t now_ns() const noexcept {
+    if (cfg.clock != nullptr) return cfg.clock->now().count();
+    return std::chrono::steady_clock::now().time_since_epoch().count();
+  }
 
   // ---- configuration, fixed after create() ----
-  Config cfg;
+  Config cfg;  // Config::resolved(): every default filled in
   SchedulerVariant variant;
   bool lanes_on = false;  // lane_extension with blocking workers
   std::size_t core_slots = 0;
@@ -269,6 +393,9 @@ struct Pool::Impl {
   // flood_1m_batched a third of its time: bench/pool). Every release while
   // all tasks drain reaches it: min(256, queue_capacity / 4), at least 1.
   std::size_t wake_free_batch = 1;
+  Pool* self_ = nullptr;
+
+  // ---- descriptors and queues ----
   std::unique_ptr<detail::Descriptor[]> descs;
   detail::BoundedRing<std::uint32_t> free_ring;
   std::unique_ptr<detail::BoundedRing<detail::Entry>> inject[kLaneCount];
@@ -308,57 +435,6 @@ struct Pool::Impl {
   std::atomic<std::uint64_t> overflow_spawned{0};
   std::atomic<std::uint64_t> overflow_retired{0};
   std::atomic<std::size_t> overflow_active{0};
-
-  Pool* self = nullptr;
-
-  // submit.cc
-  Result<TaskHandle> submit_one(Task t, const SubmitOptions& o);
-  Result<std::size_t> submit_many(std::span<const Task> ts, const SubmitOptions& o,
-                                  std::span<TaskHandle> handles);
-  bool acquire(std::uint32_t* out, std::size_t n, detail::Worker* w, detail::Submitter* s,
-               std::size_t& got);
-  void release_desc(std::uint32_t idx);
-  void enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
-  void run_inline(detail::Worker* w, const Task& t, const SubmitOptions& o, Lane lane);
-  void notify(Lane lane, std::uint32_t* tick, bool fenced = false);
-  bool wake_one(Lane lane);
-  Lane route(Lane requested) const noexcept;
-
-  // worker.cc
-  void worker_main(detail::Worker* w);
-  detail::Entry next_task(detail::Worker* w);
-  void run_task(detail::Worker* w, detail::Entry e);
-  void finish(detail::Worker* w, std::uint32_t idx, detail::DescState outcome);
-  bool idle(detail::Worker* w);
-  bool work_visible(detail::Worker* w);
-  void mark_nonempty(std::size_t i) noexcept;
-  void clear_nonempty(std::size_t i) noexcept;
-  detail::Entry take_from_inject(detail::Worker* w, Lane lane);
-  detail::Entry steal_from(detail::Worker* w, Lane lane);
-
-  // lifecycle.cc
-  Status start();
-  bool start_worker(std::size_t slot, bool overflow);
-  void watchdog_main();
-  void tick();
-  bool stalled(const detail::Worker& w, std::int64_t now) const noexcept;
-  bool lane_has_queued(Lane lane) const noexcept;
-  void join_all();
-  std::uint64_t sum_accepted() const;
-  std::uint64_t sum_finished() const;
-  void for_each_counters(const std::function<void(const detail::Counters&)>& f) const;
-
-  SchedulerVariant effective_variant() const noexcept {
-    if constexpr (kVariantPinned) return kPinnedVariant;
-    return variant;
-  }
-  bool uses_local_queues() const noexcept {
-    return effective_variant() != SchedulerVariant::kGlobalQueue;
-  }
-  std::int64_t now_ns() const noexcept {
-    if (cfg.clock != nullptr) return cfg.clock->now().count();
-    return std::chrono::steady_clock::now().time_since_epoch().count();
-  }
 };
 
 // The calling thread's role in a pool (inv 3).

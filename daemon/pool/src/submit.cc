@@ -1,7 +1,19 @@
 // The submit side of the pool: descriptors in, entries onto queues, wakes.
+//
+// Invariants (pool_internal.h inv 1..6 apply; these are this file's):
+//   (1) A task counts as accepted before its entry is published, and either
+//       it is then queued and counted submitted, or it is un-accepted (the
+//       caller hears why) with the shutdown handshake's fence between
+//       (inv 5).
+//   (2) Every descriptor is filled by Descriptor::publish() before its entry
+//       reaches any queue, and the wait group is add()ed before that.
+//   (3) Every successful push is followed by notify() (w1..w3), except the
+//       owner's LIFO slot, which only the owner drains (inv 3, 6).
+//   (4) A worker never blocks on a free descriptor while it could run work
+//       that would free one: it runs queued work or, with nothing queued,
+//       the new task itself (caller-runs).
 #include <algorithm>
 #include <string>
-#include <thread>
 
 #include "pool_internal.h"
 
@@ -29,63 +41,6 @@ Lane Pool::Impl::route(Lane requested) const noexcept {
   return (requested == Lane::kBlocking && lanes_on) ? Lane::kBlocking : Lane::kDefault;
 }
 
-// Take n free descriptors: the caller's DescCache first, then the free ring in
-// batches of up to 32 with one head CAS (the seed's acquireDescriptorBatch).
-bool Pool::Impl::acquire(std::uint32_t* out, std::size_t n, Worker* w, Submitter* s,
-                         std::size_t& got) {
-  detail::DescCache<32>* cache = w ? &w->cache : (s ? &s->cache : nullptr);
-  if (cache != nullptr) {
-    while (got < n && cache->try_pop(out[got])) ++got;
-  }
-  while (got < n) {
-    std::uint32_t batch[32];
-    const std::size_t want = cache != nullptr && cache_limit > 0
-                                 ? std::min<std::size_t>(32, cache_limit + (n - got))
-                                 : std::min<std::size_t>(32, n - got);
-    const std::size_t k = free_ring.pop_many(std::span<std::uint32_t>(batch, want));
-    if (k == 0) return false;
-    std::size_t i = 0;
-    for (; i < k && got < n; ++i) out[got++] = batch[i];
-    for (; i < k; ++i) {
-      if (cache == nullptr || cache->size() >= cache_limit || !cache->push(batch[i])) {
-        release_desc(batch[i]);  // (cannot happen with want computed above; kept for safety)
-      }
-    }
-  }
-  return true;
-}
-
-// Return a free descriptor: the releasing thread's DescCache, else the ring.
-void Pool::Impl::release_desc(std::uint32_t idx) {
-  Worker* w = worker_of(this);
-  Submitter* s = tls.sub_pool == this ? tls.submitter : nullptr;
-  detail::DescCache<32>* cache = w ? &w->cache : (s ? &s->cache : nullptr);
-  // A blocked submitter waits on the ring, so bypass the caches then.
-  if (cache != nullptr && cache->size() < cache_limit &&
-      free_waiters.load(std::memory_order_relaxed) == 0 && cache->push(idx)) {
-    return;
-  }
-  detail::push_always(free_ring, idx);  // it holds every descriptor at most once (inv 1)
-  // seq_cst pairs with the waiter's increment of free_waiters before it
-  // re-checks the ring (store-buffering: one of us sees the other).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // One notify per waiter round, not one per release: once the ring holds
-  // wake_free_batch, every release until a waiter runs again would lock and
-  // broadcast (on a loaded machine that was ~1 broadcast per task in
-  // flood_1m_batched). The first releaser to swap free_notified to true
-  // notifies; a waiter swaps it back to false, under free_mu, before each
-  // check of the ring. acq_rel: if our swap comes first, the waiter's swap
-  // reads our true and so sees our push when it checks the ring; if the
-  // waiter's comes first, we read false and notify under free_mu, which the
-  // waiter holds from its swap until it waits, so the notify reaches it.
-  if (free_waiters.load(std::memory_order_relaxed) != 0 &&
-      free_ring.size_approx() >= wake_free_batch &&
-      !free_notified.exchange(true, std::memory_order_acq_rel)) {
-    std::lock_guard lk(free_mu);
-    free_cv.notify_all();
-  }
-}
-
 // The single-task fast path. One seq_cst fence serves both handshakes: the
 // shutdown one (inv 5: count as accepted ... fence ... read `accepting`) and
 // the wake one (inv 6: publish work ... fence ... read sleep states). If it
@@ -101,7 +56,7 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   std::uint32_t idx = 0;
   std::size_t got = 0;
   // The caller's DescCache inline (inv 3: ours alone), then acquire()'s refill.
-  detail::DescCache<32>* const cache = w ? &w->cache : (s ? &s->cache : nullptr);
+  detail::DescCache<32>* const cache = w ? &w->own.cache : (s ? &s->own.cache : nullptr);
   if (!accepting.load(std::memory_order_relaxed) ||
       ((cache == nullptr || !cache->try_pop(idx)) && !acquire(&idx, 1, w, s, got))) {
     TaskHandle h;
@@ -115,23 +70,17 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   ctr.bump(ctr.acquired);
   const Lane lane = route(o.lane);
   Descriptor& d = descs[idx];
-  d.fn = t.fn;
-  d.ctx = t.ctx;
-  d.on_cancel = o.on_cancel;
-  d.cancel = o.cancel;
-  d.wait_group = o.wait_group;
-  d.lane = lane;
-  d.waitable = o.waitable;
-  if constexpr (kTimestamps) d.submit_ns = now_ns();
-  d.detached.store(false, std::memory_order_relaxed);
+  // Before the entry is published: the task may end (and call done()) as
+  // soon as it is on a queue.
   if (o.wait_group != nullptr) o.wait_group->add(1);
-  d.state.store(DescState::kQueued, std::memory_order_release);  // as in submit_many
-  const std::uint32_t gen = d.generation.load(std::memory_order_relaxed);
+  const std::uint32_t gen = d.publish(t, o, lane, kTimestamps ? now_ns() : 0);
   enqueue(detail::make_entry(gen, idx), lane, w, s);
   // w1 and inv 5: see notify().
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!accepting.load(std::memory_order_relaxed)) {
     DescState expect = DescState::kQueued;
+    // acq_rel: races run_task's claim and the shutdown scan's for the one
+    // move out of kQueued (inv 1); acquire pairs with our own publish().
     if (d.state.compare_exchange_strong(expect, DescState::kClaimed, std::memory_order_acq_rel)) {
       // Ours again: end it without on_cancel (the caller hears Shutdown).
       // It was on a queue, so it counts as submitted and cancelled (keeping
@@ -146,7 +95,7 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
     }
   }
   ctr.bump(ctr.submitted);
-  notify(lane, w ? &w->submit_tick : (s ? &s->submit_tick : nullptr), /*fenced=*/true);
+  notify(lane, w ? &w->own.submit_tick : (s ? &s->own.submit_tick : nullptr), /*fenced=*/true);
   return o.waitable ? TaskHandle{idx, gen} : TaskHandle{};
 }
 
@@ -204,6 +153,8 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       if (timed && deadline == std::chrono::steady_clock::time_point{}) {
         deadline = std::chrono::steady_clock::now() + timeout;
       }
+      // Acquire pairs with shutdown()'s store of false; nothing is read
+      // through it (a stale true only means one more round of helping).
       if (w != nullptr && accepting.load(std::memory_order_acquire)) {
         // A worker must not sleep on a descriptor that only work queued
         // behind it (its LIFO slot, its local queue) would free: if every
@@ -228,6 +179,7 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       {
         std::unique_lock lk(free_mu);
         for (;;) {
+          // Acquire pairs with shutdown()'s store (it notifies free_cv after).
           if (!accepting.load(std::memory_order_acquire)) break;
           (void)free_notified.exchange(false, std::memory_order_acq_rel);  // see release_desc
           if (free_ring.size_approx() > 0) break;
@@ -241,7 +193,7 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
         }
       }
       free_waiters.fetch_sub(1, std::memory_order_relaxed);
-      if (!accepting.load(std::memory_order_acquire)) {
+      if (!accepting.load(std::memory_order_acquire)) {  // as above
         failure = Status::Shutdown("the pool shut down while this submit waited for a free slot");
         ctr.bump(ctr.rejected_shutdown, ts.size() - done);
         break;
@@ -261,28 +213,13 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
     // as it is on a queue.
     if (o.wait_group != nullptr) o.wait_group->add(static_cast<std::int64_t>(got));
     for (std::size_t i = 0; i < got; ++i) {
-      const Task& t = ts[done + i];
-      Descriptor& d = descs[idx[i]];
-      d.fn = t.fn;
-      d.ctx = t.ctx;
-      d.on_cancel = o.on_cancel;
-      d.cancel = o.cancel;
-      d.wait_group = o.wait_group;
-      d.lane = lane;
-      d.waitable = o.waitable;
-      d.submit_ns = stamp;
-      d.detached.store(false, std::memory_order_relaxed);
-      // (inv 1) reserved -> queued. Release: the fields above are visible to
-      // whoever reads the state (wait(), the shutdown scan); workers also get
-      // them through the queues' release/acquire.
-      d.state.store(DescState::kQueued, std::memory_order_release);
-      const std::uint32_t gen = d.generation.load(std::memory_order_relaxed);
+      const std::uint32_t gen = descs[idx[i]].publish(ts[done + i], o, lane, stamp);
       if (o.waitable && done + i < handles.size()) handles[done + i] = TaskHandle{idx[i], gen};
       enqueue(detail::make_entry(gen, idx[i]), lane, w, s);
     }
     done += got;
     ctr.bump(ctr.submitted, got);
-    notify(lane, w ? &w->submit_tick : (s ? &s->submit_tick : nullptr));
+    notify(lane, w ? &w->own.submit_tick : (s ? &s->own.submit_tick : nullptr));
   }
   if (done < ts.size()) unaccept(ts.size() - done);
   if (done == 0) return failure;
@@ -326,8 +263,8 @@ void Pool::Impl::run_inline(Worker* w, const Task& t, const SubmitOptions& o, La
 void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
   if (uses_local_queues()) {
     if (w != nullptr && w->lane == lane && !w->overflow) [[likely]] {
-      if (w->lifo == detail::kNoEntry) {  // (inv 3) owner-only slot: a plain store
-        w->lifo = e;
+      if (w->own.lifo == detail::kNoEntry) {  // (inv 3) owner-only slot: a plain store
+        w->own.lifo = e;
         return;
       }
       if (w->local->push(e)) {
@@ -367,6 +304,7 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
   if (!wake) return;
   if (!wake_one(lane)) {
     // w3 found nobody asleep: grow towards max_threads if we can.
+    // Acquire pairs with start_worker's release increment (construct.cc).
     std::size_t n = started.load(std::memory_order_acquire);
     if (n < cfg.max_threads) {
       std::lock_guard lk(spawn_mu);

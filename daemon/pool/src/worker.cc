@@ -1,4 +1,17 @@
 // The worker side of the pool: find work, run it, sleep when there is none.
+//
+// Invariants (pool_internal.h inv 1..6 apply; these are this file's):
+//   (1) Only the worker's own thread runs worker_main, next_task, run_task
+//       and idle for it, so Worker::own is touched by one thread (inv 3).
+//   (2) run_task runs a task only after winning the CAS queued -> claimed;
+//       finish() is then called exactly once for it, and publishes a
+//       terminal state (waitable) or frees it (not) only after the last use
+//       of its fields.
+//   (3) The wait group's done() is the last thing finish() does with the
+//       task: a waiter that wakes finds the descriptor already released.
+//   (4) A worker sleeps only through idle() (sleep_wake.h c1..c3) and exits
+//       only through Wake::leave(), so it is counted in awake[] exactly
+//       while it runs (inv 6).
 #include <algorithm>
 #include <bit>
 #include <exception>
@@ -13,8 +26,6 @@ using detail::DescState;
 using detail::Entry;
 using detail::kNoEntry;
 using detail::Worker;
-
-thread_local ThreadCtx tls;
 
 namespace {
 // Rounds of next_task a worker retries before it starts the sleep transition.
@@ -83,6 +94,8 @@ Entry Pool::Impl::steal_from(Worker* w, Lane lane) {
     return buf[0];
   };
   if (lane == Lane::kDefault) {
+    // Acquire pairs with register/release_submitter's release RMWs of the
+    // mask (submitter.cc inv 2): a set bit's queue is set up.
     std::uint64_t mask = submitter_mask.load(std::memory_order_acquire);
     while (mask != 0) {
       const int i = std::countr_zero(mask);
@@ -93,7 +106,7 @@ Entry Pool::Impl::steal_from(Worker* w, Lane lane) {
     }
   }
   const std::size_t words = nonempty.size();
-  const std::size_t start = w->steal_hint++;
+  const std::size_t start = w->own.steal_hint++;
   for (std::size_t k = 0; k < words; ++k) {
     const std::size_t wi = (start + k) % words;
     std::uint64_t bits = nonempty[wi].load(std::memory_order_relaxed);
@@ -122,9 +135,9 @@ Entry Pool::Impl::next_task(Worker* w) {
     }
     return kNoEntry;
   }
-  if (w->lifo != kNoEntry) {  // (inv 3) ours alone
-    e = w->lifo;
-    w->lifo = kNoEntry;
+  if (w->own.lifo != kNoEntry) {  // (inv 3) ours alone
+    e = w->own.lifo;
+    w->own.lifo = kNoEntry;
     return e;
   }
   if (w->local->pop(e)) return e;
@@ -164,7 +177,7 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   // stale and is dropped. Giving it back instead could lose it: its own
   // entry may already have been dropped while we held the claim.
   if (d.cancel != nullptr && d.cancel->is_cancelled()) {
-    w->last_end_fresh = false;  // on_cancel's time is no task's
+    w->own.last_end_fresh = false;  // on_cancel's time is no task's
     if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
     finish(w, idx, DescState::kCancelled);
     return;
@@ -178,8 +191,8 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
     // this task's run time rather than its wait). Inside another task
     // (help_wait, a blocked submit helping) always read the clock: the
     // stamp is older than the outer task's start.
-    start = outer == nullptr && w->last_end_fresh ? w->last_end_ns : now_ns();
-    w->last_end_fresh = false;
+    start = outer == nullptr && w->own.last_end_fresh ? w->own.last_end_ns : now_ns();
+    w->own.last_end_fresh = false;
     w->wait_hist[l].record(
         static_cast<std::uint64_t>(std::max<std::int64_t>(0, start - d.submit_ns)));
   }
@@ -202,6 +215,7 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   }
   if (watched) {
     // Back in the outer task (help_wait): it counts from now, in its lane.
+    // Release pairs with the watchdog's acquire, as above.
     w->task_stamp.store(outer ? detail::TaskStamp::make(now_ns(), outer->lane) : 0,
                         std::memory_order_release);
   }
@@ -211,8 +225,8 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
     const std::int64_t end = now_ns();
     w->run_hist[l].record(static_cast<std::uint64_t>(std::max<std::int64_t>(0, end - start)));
     if (outer == nullptr) {
-      w->last_end_ns = end;
-      w->last_end_fresh = true;  // worker_main clears it if the next task is not at hand
+      w->own.last_end_ns = end;
+      w->own.last_end_fresh = true;  // worker_main clears it if the next task is not at hand
     }
   }
   finish(w, idx, outcome);
@@ -237,8 +251,9 @@ void Pool::Impl::finish(Worker* w, std::uint32_t idx, DescState outcome) {
     // seq_cst: pairs with detach()'s store of `detached` then load of state;
     // one of us sees the other, so exactly one frees it (by CAS below).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (d.detached.load(std::memory_order_relaxed)) {
+    if (d.detached.load(std::memory_order_relaxed)) {  // ordered by the fence
       DescState expect = outcome;
+      // (inv 1) acq_rel: races detach()'s and wait()'s CAS for the one free.
       release =
           d.state.compare_exchange_strong(expect, DescState::kFree, std::memory_order_acq_rel);
     } else if (task_waiters.load(std::memory_order_relaxed) != 0) {
@@ -248,11 +263,7 @@ void Pool::Impl::finish(Worker* w, std::uint32_t idx, DescState outcome) {
   } else {
     d.state.store(DescState::kFree, std::memory_order_relaxed);
   }
-  if (release) {
-    d.bump_generation();  // (inv 2)
-    ctr.bump(ctr.released);
-    release_desc(idx);
-  }
+  if (release) recycle(idx, ctr);  // (inv 1) ours to free: not waitable, or detached and won
   if (wg != nullptr) wg->done();
   if (!accepting.load(std::memory_order_relaxed)) {  // shutdown waits for the count
     std::lock_guard lk(idle_mu);
@@ -268,7 +279,9 @@ bool Pool::Impl::work_visible(Worker* w) {
     if (inject[l]->size_approx() > 0) return true;
   }
   if (!uses_local_queues()) return false;
-  if (w->lifo != kNoEntry || w->local->size_approx() > 0) return true;
+  if (w->own.lifo != kNoEntry || w->local->size_approx() > 0) return true;
+  // Acquire: the mask and in_use pair with submitter.cc's release RMW and
+  // store (its inv 1, 2); the queue sizes are ordered by the c2 fence.
   if (w->drains[0] && submitter_mask.load(std::memory_order_acquire) != 0) {
     for (const auto& s : submitters) {
       if (s->in_use.load(std::memory_order_acquire) && s->queue->size_approx() > 0) return true;
@@ -292,6 +305,8 @@ bool Pool::Impl::idle(Worker* w) {
   return detail::Wake::idle(
       *w, awake,
       [&] {
+        // Acquire pairs with join_all()'s store of `stop` and tick()'s
+        // release store of `retire`.
         return stop.load(std::memory_order_acquire) ||
                (w->overflow && w->retire.load(std::memory_order_acquire));
       },
@@ -304,7 +319,7 @@ void Pool::Impl::worker_main(Worker* w) {
   bool woken = false;
   for (;;) {
     Entry e = next_task(w);
-    if (e == kNoEntry) w->last_end_fresh = false;  // idle time is no task's run time
+    if (e == kNoEntry) w->own.last_end_fresh = false;  // idle time is no task's run time
     for (int spin = 0; e == kNoEntry && spin < kSpinRounds; ++spin) {
       std::this_thread::yield();
       e = next_task(w);
@@ -315,7 +330,8 @@ void Pool::Impl::worker_main(Worker* w) {
       continue;
     }
     if (woken) w->counters.bump(w->counters.wakeups_no_work);
-    // Exit only when stopping with nothing left that we could run.
+    // Exit only when stopping with nothing left that we could run. Acquire
+    // (here and below) pairs with join_all()'s store of `stop`.
     if (stop.load(std::memory_order_acquire) && !work_visible(w)) break;
     if (!idle(w)) {
       if (stop.load(std::memory_order_acquire) && work_visible(w)) continue;  // drain first
@@ -334,13 +350,10 @@ void Pool::Impl::worker_main(Worker* w) {
   }
   // Retiring overflow workers and stopping workers hand back their cached
   // descriptors (drain-on-release, seed: DescCache).
-  std::uint32_t buf[32];
-  const std::size_t n = w->cache.drain_all(buf);
-  for (std::size_t i = 0; i < n; ++i) {
-    detail::push_always(free_ring, buf[i]);
-  }
-  w->cache.unbind();
+  return_cached(w->own.cache);
   tls = ThreadCtx{};
+  // Release pairs with the acquire loads of `exited` in tick() (the reap)
+  // and stats(): our cache is handed back before anyone sees us gone.
   w->exited.store(true, std::memory_order_release);
 }
 

@@ -124,7 +124,7 @@ struct WakeModel : rl::test_suite<WakeModel<B>, kWorkers + 1> {
       }
     }
     if (done.fetch_add(1, rl::mo_acq_rel, $) + 1 == kTasks) {
-      // Shutdown's wake of every worker (lifecycle.cc): set stop, then each
+      // Shutdown's wake of every worker (shutdown.cc join_all): set stop, then each
       // park mutex, then notify.
       stop.store(true, rl::mo_seq_cst, $);
       for (auto& w : workers) {

@@ -9,7 +9,7 @@
  *
  * Code: daemon/pool/src/worker.cc (next_task, idle, work_visible,
  * worker_main's exit path), submit.cc (enqueue, notify, wake_one),
- * lifecycle.cc (Impl::Impl: which lanes a worker drains; tick: the stall
+ * construct.cc (Impl::Impl: which lanes a worker drains), watchdog.cc (tick: the stall
  * rule, overflow spawn, the tick's wake, retire).
  *
  * Workers (lane_extension, blocking_workers = 1, max_threads = 2,

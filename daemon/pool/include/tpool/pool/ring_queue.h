@@ -5,7 +5,8 @@
 // at tail and pops FIFO from head; any thread steals half from head. Every take
 // (owner pop or batch steal) claims its items with one CAS on head, which is
 // the linearisation point. LIFO locality for "task spawns task" comes from the
-// worker's LIFO slot (pool.cc), not from this queue.
+// worker's LIFO slot (Worker::OwnerState::lifo in daemon/pool/src/pool_internal.h;
+// daemon/pool/src/submit.cc enqueue), not from this queue.
 //
 // Deviations from Tokio: head is one 64-bit counter, not a packed
 // {steal, real} pair. Tokio needs the pair so the owner cannot overwrite slots

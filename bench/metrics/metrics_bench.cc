@@ -79,8 +79,8 @@ void BM_PoolThroughput(benchmark::State& state) {
     return;
   }
   tpool::Pool& p = *pool.value();
-  auto collector = std::make_shared<tpool::metrics::Collector>(
-      tpool::metrics::Sources{&p, nullptr, nullptr, nullptr, "bench"});
+  auto collector = std::make_shared<tpool::metrics::Collector>(tpool::metrics::Sources{
+      [&p] { return tpool::metrics::Snapshot{.pool = p.stats()}; }, "bench"});
   std::unique_ptr<Scraper> scraper;
   std::atomic<std::size_t> bytes{0};
   if (scrape) {
@@ -123,7 +123,8 @@ void BM_ScrapeCollect(benchmark::State& state) {
     state.SkipWithError(pool.status().message().c_str());
     return;
   }
-  tpool::metrics::Collector collector({pool.value().get(), nullptr, nullptr, nullptr, "bench"});
+  tpool::metrics::Collector collector(
+      {[p = pool.value().get()] { return tpool::metrics::Snapshot{.pool = p->stats()}; }, "bench"});
   for (auto _ : state) {
     benchmark::DoNotOptimize(prometheus::TextSerializer().Serialize(collector.Collect()));
   }

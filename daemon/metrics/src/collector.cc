@@ -1,17 +1,16 @@
-// The scrape: every value is read here, when Prometheus asks, from the
-// counters the pool, the engine, the plugin host and the rpc layer keep
-// anyway. Names, types and labels are documented in docs/metrics.md; keep the
-// two in step (tests/integration/metrics checks every family it names).
-#include <map>
+// The scrape: every value comes from one Snapshot, taken when Prometheus
+// asks from the counters the pool, the engine, the plugin host and the rpc
+// layer keep anyway (snapshot.h; the server fills it). Names, types, help
+// texts and labels are documented in docs/metrics.md; keep the two in step
+// (tests/integration/metrics checks every family it names, and the whole
+// shape of a scrape against scrape_shape.txt).
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "families.h"
-#include "tpool/engine/engine.h"
 #include "tpool/metrics/exporter.h"
-#include "tpool/plugin_host/host.h"
-#include "tpool/rpc/services.h"
 
 #ifndef TPOOL_METRICS_COMPILER
 #define TPOOL_METRICS_COMPILER "unknown"
@@ -121,27 +120,11 @@ void collect_pool(const PoolStats& s, Families& f) {
   }
 }
 
-// The engine counts a handler from its first job; every loaded handler gets
-// its series at 0 from the start, so rate() and increase() see the first job.
-std::vector<engine::HandlerSnapshot> with_loaded_handlers(std::vector<engine::HandlerSnapshot> hs,
-                                                          const plugin_host::Host* host) {
-  if (host == nullptr) return hs;
-  std::map<std::string, engine::HandlerSnapshot> by_name;
-  for (auto& h : hs) by_name.emplace(h.handler, std::move(h));
-  for (const auto& info : host->list()) {
-    by_name.try_emplace(info.name, engine::HandlerSnapshot{.handler = info.name});
-  }
-  hs.clear();
-  for (auto& [name, h] : by_name) hs.push_back(std::move(h));
-  return hs;
-}
-
-void collect_engine(const engine::EngineSnapshot& e, const plugin_host::Host* host, Families& f) {
-  const auto handlers = with_loaded_handlers(e.handlers, host);
+void collect_jobs(const JobsSnapshot& e, Families& f) {
   f.counter("tpoold_jobs_submitted_total", "Jobs accepted, by handler.");
-  for (const auto& h : handlers) f.value(d(h.submitted), {{"handler", h.handler}});
+  for (const auto& h : e.handlers) f.value(d(h.submitted), {{"handler", h.handler}});
   f.counter("tpoold_jobs_completed_total", "Jobs that ended, by handler and outcome.");
-  for (const auto& h : handlers) {
+  for (const auto& h : e.handlers) {
     f.value(d(h.succeeded), {{"handler", h.handler}, {"outcome", "succeeded"}});
     f.value(d(h.failed), {{"handler", h.handler}, {"outcome", "failed"}});
     f.value(d(h.cancelled), {{"handler", h.handler}, {"outcome", "cancelled"}});
@@ -157,21 +140,21 @@ void collect_engine(const engine::EngineSnapshot& e, const plugin_host::Host* ho
             "Requests answered by an earlier job with the same idempotency key.")
       .value(d(e.deduplicated));
   f.gauge("tpoold_jobs_in_progress", "Jobs accepted and not yet ended (queued or running).")
-      .value(d(e.in_flight));
+      .value(d(e.in_progress));
   f.gauge("tpoold_result_store_entries", "Ended jobs whose results are retained.")
-      .value(d(e.retained_entries));
-  f.gauge("tpoold_result_store_bytes", "Bytes of retained results.").value(d(e.retained_bytes));
+      .value(d(e.result_store_entries));
+  f.gauge("tpoold_result_store_bytes", "Bytes of retained results.").value(d(e.result_store_bytes));
   f.counter("tpoold_result_store_expired_total", "Results dropped by retention.")
-      .value(d(e.expired));
+      .value(d(e.result_store_expired));
   f.gauge("tpoold_handlers_running_after_end",
           "Handlers still running although their job has ended (timed out or cancelled by the "
           "engine).")
-      .value(d(e.running_after_end));
+      .value(d(e.handlers_running_after_end));
   f.gauge("tpoold_draining", "1 while the daemon drains (accepts no new jobs).")
       .value(e.draining ? 1.0 : 0.0);
 }
 
-void collect_host(const plugin_host::HostCounters& c, std::uint64_t engine_ignored, Families& f) {
+void collect_plugins(const PluginsSnapshot& c, Families& f) {
   f.gauge("tpoold_plugins_loaded", "Plugins in the current registry.").value(d(c.plugins_loaded));
   f.gauge("tpoold_handlers_registered", "Handlers in the current registry.")
       .value(d(c.handlers_registered));
@@ -183,7 +166,7 @@ void collect_host(const plugin_host::HostCounters& c, std::uint64_t engine_ignor
       .value(d(c.reload_failures));
   f.gauge("tpoold_plugin_libraries_open",
           "Plugin libraries mapped, old generations still in use included.")
-      .value(d(c.libraries_open >= c.libraries_closed ? c.libraries_open - c.libraries_closed : 0));
+      .value(d(c.libraries_open));
   f.counter("tpoold_handler_invocations_total", "Handler calls started.").value(d(c.invocations));
   f.counter("tpoold_handler_exceptions_total",
             "C++ exceptions thrown by handlers and caught at the plugin boundary.")
@@ -191,17 +174,14 @@ void collect_host(const plugin_host::HostCounters& c, std::uint64_t engine_ignor
   f.counter("tpoold_handler_output_too_large_total",
             "Handler calls failed because their output exceeded server.max_output_bytes.")
       .value(d(c.output_too_large));
-  // One count per handler call: the host's (returned OK after cancellation)
-  // and the engine's (still running cancel_grace_ms after it) never overlap
-  // (JobServices::claim_ignored_cancellation).
   f.counter("tpoold_handler_ignored_cancellation_total",
             "Handler calls that ignored cancellation or their deadline: returned OK after it "
             "(reported failed), or were still running server.cancel_grace_ms after it (each "
             "holds a worker until it returns).")
-      .value(d(c.ignored_cancellation + engine_ignored));
+      .value(d(c.ignored_cancellation));
 }
 
-void collect_rpc(const rpc::RpcSnapshot& r, Families& f) {
+void collect_grpc(const GrpcSnapshot& r, Families& f) {
   f.gauge("tpoold_grpc_streams_active", "JobService.Stream calls open now.")
       .value(d(r.streams_active));
   f.counter("tpoold_grpc_streams_total", "JobService.Stream calls accepted.")
@@ -247,15 +227,13 @@ std::vector<prometheus::MetricFamily> Collector::Collect() const {
       .value(1.0, {{"build_type", TPOOL_METRICS_BUILD_TYPE},
                    {"compiler", TPOOL_METRICS_COMPILER},
                    {"version", sources_.version}});
-  if (sources_.pool != nullptr) collect_pool(sources_.pool->stats(), f);
-  std::uint64_t engine_ignored = 0;
-  if (sources_.engine != nullptr) {
-    engine::EngineSnapshot e = sources_.engine->snapshot();
-    engine_ignored = e.ignored_cancellation;
-    collect_engine(e, sources_.host, f);
+  if (sources_.snapshot) {
+    const Snapshot s = sources_.snapshot();
+    if (s.pool) collect_pool(*s.pool, f);
+    if (s.jobs) collect_jobs(*s.jobs, f);
+    if (s.plugins) collect_plugins(*s.plugins, f);
+    if (s.grpc) collect_grpc(*s.grpc, f);
   }
-  if (sources_.host != nullptr) collect_host(sources_.host->counters(), engine_ignored, f);
-  if (sources_.jobs != nullptr) collect_rpc(sources_.jobs->snapshot(), f);
   collect_process(read_process_stats(), f);
   return std::move(f).take();
 }

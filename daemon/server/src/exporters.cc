@@ -1,7 +1,16 @@
 // The seam where exporters start: the daemon calls start_exporters once it
 // serves and drops the handle when it stops. With daemon/metrics built
 // (TPOOL_HAVE_METRICS), that is the Prometheus endpoint on metrics.listen.
+//
+// tpool::metrics knows no engine, plugin host or rpc type (docs/architecture.md):
+// it calls scrape_snapshot below, which copies their counters into the plain
+// structs of tpool/metrics/snapshot.h.
 #include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "daemon.h"
 #include "preflight.h"
@@ -12,15 +21,93 @@
 
 namespace tpool::server {
 
+#if TPOOL_HAVE_METRICS
+namespace {
+
+// The one place where the components' counters meet for a scrape (the
+// metric each field feeds is named in tpool/metrics/snapshot.h). It runs on
+// the metrics server's threads, possibly several at once, while the daemon
+// serves: each read is a component's own counter snapshot, safe from any
+// thread, and none waits for a job. A null component leaves its part empty.
+metrics::Snapshot scrape_snapshot(const DaemonView& v) {
+  metrics::Snapshot s;
+  if (v.pool != nullptr) s.pool = v.pool->stats();
+  std::uint64_t engine_ignored = 0;
+  if (v.engine != nullptr) {
+    const engine::EngineSnapshot e = v.engine->snapshot();
+    engine_ignored = e.ignored_cancellation;
+    metrics::JobsSnapshot& j = s.jobs.emplace();
+    // Joined by handler name: the engine counts a handler from its first job,
+    // and every loaded handler gets its series at 0 from the start, so rate()
+    // and increase() see the first job. Sorted by name, each name once.
+    std::map<std::string, metrics::HandlerJobs> by_name;
+    for (const auto& h : e.handlers) {
+      by_name.emplace(h.handler, metrics::HandlerJobs{.handler = h.handler,
+                                                      .submitted = h.submitted,
+                                                      .succeeded = h.succeeded,
+                                                      .failed = h.failed,
+                                                      .cancelled = h.cancelled,
+                                                      .timed_out = h.timed_out});
+    }
+    if (v.host != nullptr) {
+      for (const auto& info : v.host->list()) {
+        by_name.try_emplace(info.name, metrics::HandlerJobs{.handler = info.name});
+      }
+    }
+    for (auto& [name, h] : by_name) j.handlers.push_back(std::move(h));
+    j.rejected_invalid = e.rejected_invalid;
+    j.rejected_not_found = e.rejected_not_found;
+    j.rejected_full = e.rejected_full;
+    j.rejected_draining = e.rejected_draining;
+    j.rejected_conflict = e.rejected_conflict;
+    j.deduplicated = e.deduplicated;
+    j.in_progress = e.in_flight;
+    j.result_store_entries = e.retained_entries;
+    j.result_store_bytes = e.retained_bytes;
+    j.result_store_expired = e.expired;
+    j.handlers_running_after_end = e.running_after_end;
+    j.draining = e.draining;
+  }
+  if (v.host != nullptr) {
+    const plugin_host::HostCounters c = v.host->counters();
+    metrics::PluginsSnapshot& p = s.plugins.emplace();
+    p.plugins_loaded = c.plugins_loaded;
+    p.handlers_registered = c.handlers_registered;
+    p.load_failures = c.load_failures;
+    p.reloads = c.reloads;
+    p.reload_failures = c.reload_failures;
+    p.libraries_open =
+        c.libraries_open >= c.libraries_closed ? c.libraries_open - c.libraries_closed : 0;
+    p.invocations = c.invocations;
+    p.handler_exceptions = c.handler_exceptions;
+    p.output_too_large = c.output_too_large;
+    // One count per handler call: the host's (returned OK after cancellation)
+    // and the engine's (still running cancel_grace_ms after it) never overlap
+    // (JobServices::claim_ignored_cancellation).
+    p.ignored_cancellation = c.ignored_cancellation + engine_ignored;
+  }
+  if (v.jobs != nullptr) {
+    const rpc::RpcSnapshot r = v.jobs->snapshot();
+    s.grpc = metrics::GrpcSnapshot{.streams_active = r.streams_active,
+                                   .streams_total = r.streams_total,
+                                   .streams_rejected = r.streams_rejected,
+                                   .stream_buffered_bytes = r.stream_buffered_bytes,
+                                   .stream_unparsable_messages = r.stream_unparsable_messages};
+  }
+  return s;
+}
+
+}  // namespace
+#endif
+
 std::shared_ptr<void> start_exporters(const DaemonView& view, std::string* error) {
   error->clear();
   if (!view.config->metrics.enabled) return nullptr;
 #if TPOOL_HAVE_METRICS
   metrics::Sources sources;
-  sources.pool = view.pool;
-  sources.host = view.host;
-  sources.engine = view.engine;
-  sources.jobs = view.jobs;
+  // The view's pointers stay valid while the exporter runs: the daemon drops
+  // the exporter before it stops any component (daemon.cc).
+  sources.snapshot = [view] { return scrape_snapshot(view); };
   sources.version = TPOOL_VERSION;
   metrics::ExporterOptions opts;
   opts.listen = view.config->metrics.listen;

@@ -250,6 +250,58 @@ TEST(Metrics, PromtoolRejectsABadExposition) {
   EXPECT_NE(promtool.log(), "");
 }
 
+// The shape of a scrape: every `# HELP` and `# TYPE` line as served, and
+// every sample's name and labels without its value, in the order served.
+// tpoold_build_info's label values depend on the build and are masked.
+std::string scrape_shape(const std::string& body) {
+  std::ostringstream out;
+  std::istringstream in(body);
+  const std::regex label_value(R"re(="[^"]*")re");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (!line.starts_with("#")) {
+      line = line.substr(0, line.rfind(' '));  // drop the value
+      if (line.starts_with("tpoold_build_info{"))
+        line = std::regex_replace(line, label_value, "=*");
+    }
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+TEST(Metrics, ScrapeShapeIsTheDocumentedOne) {
+  // Names, types, help texts and labels of every series stay exactly what
+  // scrape_shape.txt holds (docs/metrics.md lists the same families): a
+  // change to any of them is a change for every dashboard and alert, and
+  // must be made here on purpose. TPOOL_UPDATE_SCRAPE_SHAPE=1 rewrites the
+  // file from the running daemon instead of comparing.
+  TempDir dir;
+  MetricsDaemon m(dir);
+  ASSERT_TRUE(m.daemon.started()) << m.daemon.log();
+  ASSERT_GT(m.port, 0) << m.daemon.log();
+  run_echo_jobs(m.daemon, 3, 1);
+  HttpReply r = http_get(m.port, "/metrics");
+  ASSERT_EQ(r.status, 200);
+  const std::string shape = scrape_shape(r.body);
+  if (std::getenv("TPOOL_UPDATE_SCRAPE_SHAPE") != nullptr) {
+    std::ofstream(TPOOL_SCRAPE_SHAPE_FILE) << shape;
+  } else {
+    const std::string want = read_file(TPOOL_SCRAPE_SHAPE_FILE);
+    ASSERT_FALSE(want.empty()) << "cannot read " << TPOOL_SCRAPE_SHAPE_FILE;
+    std::istringstream got_lines(shape);
+    std::istringstream want_lines(want);
+    int n = 1;
+    for (std::string g, w;; ++n) {
+      const bool more_g = static_cast<bool>(std::getline(got_lines, g));
+      const bool more_w = static_cast<bool>(std::getline(want_lines, w));
+      if (!more_g && !more_w) break;
+      ASSERT_EQ(g, w) << "line " << n << " of " << TPOOL_SCRAPE_SHAPE_FILE
+                      << " differs from the scrape (empty: one of them ended)";
+    }
+  }
+  EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
+}
+
 TEST(Metrics, BasicAuthGuardsTheEndpoint) {
   TempDir dir;
   const std::string pw = dir.file("password");

@@ -1,6 +1,7 @@
 // The collector over a real Pool: a stall driven by an injected clock and a
 // manual watchdog tick shows in the families, with the names, types and
-// labels of docs/metrics.md; sources left null are left out.
+// labels of docs/metrics.md; parts of the snapshot left empty are left out;
+// every field of a synthetic snapshot lands in its own series.
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
@@ -72,7 +73,7 @@ TEST(Collector, PoolStallAndOverflowShowInTheFamilies) {
   ASSERT_TRUE(pool.ok()) << pool.status().message();
   Pool& p = *pool.value();
 
-  Collector collector({&p, nullptr, nullptr, nullptr, "9.9.9"});
+  Collector collector({[&p] { return Snapshot{.pool = p.stats()}; }, "9.9.9"});
   auto before = collector.Collect();
   EXPECT_EQ(sample(before, "tpoold_watchdog_stalls_total"), 0);
   EXPECT_EQ(sample(before, "tpoold_overflow_workers_spawned_total"), 0);
@@ -124,6 +125,94 @@ TEST(Collector, PoolStallAndOverflowShowInTheFamilies) {
   for (const auto& f : after) {
     EXPECT_EQ(f.name.ends_with("_total"), f.type == prometheus::MetricType::Counter) << f.name;
     EXPECT_FALSE(f.help.empty()) << f.name;
+  }
+}
+
+TEST(Collector, EverySnapshotFieldFeedsItsOwnSeries) {
+  // Each field of the engine, plugin-host and gRPC parts holds a different
+  // value, so a field printed in the wrong series, or not at all, fails.
+  Snapshot s;
+  JobsSnapshot& j = s.jobs.emplace();
+  j.handlers = {{"echo", 1, 2, 3, 4, 5}, {"hash", 0, 0, 0, 0, 0}};
+  j.rejected_invalid = 11;
+  j.rejected_not_found = 12;
+  j.rejected_full = 13;
+  j.rejected_draining = 14;
+  j.rejected_conflict = 15;
+  j.deduplicated = 16;
+  j.in_progress = 17;
+  j.result_store_entries = 18;
+  j.result_store_bytes = 19;
+  j.result_store_expired = 20;
+  j.handlers_running_after_end = 21;
+  j.draining = true;
+  PluginsSnapshot& p = s.plugins.emplace();
+  p.plugins_loaded = 31;
+  p.handlers_registered = 32;
+  p.load_failures = 33;
+  p.reloads = 34;
+  p.reload_failures = 35;
+  p.libraries_open = 36;
+  p.invocations = 37;
+  p.handler_exceptions = 38;
+  p.output_too_large = 39;
+  p.ignored_cancellation = 40;
+  s.grpc = GrpcSnapshot{41, 42, 43, 44, 45};
+  Collector collector({[&s] { return s; }, "1.2.3"});
+  const auto fs = collector.Collect();
+
+  EXPECT_EQ(sample(fs, "tpoold_jobs_submitted_total", {{"handler", "echo"}}), 1);
+  EXPECT_EQ(sample(fs, "tpoold_jobs_submitted_total", {{"handler", "hash"}}), 0);
+  const std::pair<const char*, double> outcomes[] = {
+      {"succeeded", 2}, {"failed", 3}, {"cancelled", 4}, {"timed_out", 5}};
+  for (const auto& [outcome, want] : outcomes) {
+    EXPECT_EQ(
+        sample(fs, "tpoold_jobs_completed_total", {{"handler", "echo"}, {"outcome", outcome}}),
+        want)
+        << outcome;
+  }
+  const std::pair<const char*, double> reasons[] = {{"invalid_argument", 11},
+                                                    {"not_found", 12},
+                                                    {"exhausted", 13},
+                                                    {"draining", 14},
+                                                    {"idempotency_conflict", 15}};
+  for (const auto& [reason, want] : reasons) {
+    EXPECT_EQ(sample(fs, "tpoold_jobs_rejected_total", {{"reason", reason}}), want) << reason;
+  }
+  const std::pair<const char*, double> single[] = {
+      {"tpoold_jobs_deduplicated_total", 16},
+      {"tpoold_jobs_in_progress", 17},
+      {"tpoold_result_store_entries", 18},
+      {"tpoold_result_store_bytes", 19},
+      {"tpoold_result_store_expired_total", 20},
+      {"tpoold_handlers_running_after_end", 21},
+      {"tpoold_draining", 1},
+      {"tpoold_plugins_loaded", 31},
+      {"tpoold_handlers_registered", 32},
+      {"tpoold_plugin_load_failures_total", 33},
+      {"tpoold_plugin_reloads_total", 34},
+      {"tpoold_plugin_reload_failures_total", 35},
+      {"tpoold_plugin_libraries_open", 36},
+      {"tpoold_handler_invocations_total", 37},
+      {"tpoold_handler_exceptions_total", 38},
+      {"tpoold_handler_output_too_large_total", 39},
+      {"tpoold_handler_ignored_cancellation_total", 40},
+      {"tpoold_grpc_streams_active", 41},
+      {"tpoold_grpc_streams_total", 42},
+      {"tpoold_grpc_streams_rejected_total", 43},
+      {"tpoold_stream_buffered_bytes", 44},
+      {"tpoold_stream_unparsable_messages_total", 45},
+  };
+  for (const auto& [name, want] : single) EXPECT_EQ(sample(fs, name), want) << name;
+  // No pool part: the pool's families are left out.
+  EXPECT_EQ(family(fs, "tpoold_pool_workers"), nullptr);
+  EXPECT_EQ(sample(fs, "tpoold_build_info", {{"version", "1.2.3"}}), 1);
+}
+
+TEST(Collector, AnEmptySourceServesBuildInfoAndProcessOnly) {
+  Collector collector({{}, "1.2.3"});
+  for (const auto& f : collector.Collect()) {
+    EXPECT_TRUE(f.name == "tpoold_build_info" || f.name.starts_with("process_")) << f.name;
   }
 }
 

@@ -1,13 +1,17 @@
 // tpool::metrics: tpoold's Prometheus endpoint (docs/metrics.md).
 //
 // Collector is a prometheus-cpp Collectable that reads every number at scrape
-// time: Pool::stats(), the engine's and the plugin host's counters, the rpc
-// layer's stream counters and /proc/self. Nothing is added to the pool's or
-// the engine's hot path: a scrape costs one stats() call (relaxed loads of
-// per-worker counters and histograms) and a few /proc reads.
+// time through a SnapshotSource (snapshot.h): plain structs of the pool's,
+// the engine's, the plugin host's and the rpc layer's counters, filled by the
+// server, plus /proc/self. Nothing is added to the pool's or the engine's hot
+// path: a scrape costs one stats() call (relaxed loads of per-worker counters
+// and histograms), the other components' counter reads and a few /proc reads.
 //
 // Exporter serves one Collector on `/metrics` with prometheus-cpp's pull
 // Exposer (CivetWeb), optionally behind HTTP basic auth.
+//
+// Thread safety: Collector holds no mutable state; Collect() may run on
+// several CivetWeb threads at once, so the SnapshotSource must allow that.
 #pragma once
 
 #include <prometheus/collectable.h>
@@ -19,30 +23,20 @@
 #include <string>
 #include <vector>
 
+#include "tpool/metrics/snapshot.h"
 #include "tpool/pool.h"
 
-namespace tpool::engine {
-class Engine;
-}
-namespace tpool::plugin_host {
-class Host;
-}
-namespace tpool::rpc {
-class JobServiceImpl;
-}
 namespace prometheus {
 class Exposer;
 }
 
 namespace tpool::metrics {
 
-// Where the numbers come from. Every pointer may be null (that family is then
-// left out); each must outlive the Collector.
+// Where the numbers come from. An empty `snapshot` serves only
+// tpoold_build_info and process_*; whatever it captures must outlive the
+// Collector.
 struct Sources {
-  const Pool* pool = nullptr;
-  const plugin_host::Host* host = nullptr;
-  const engine::Engine* engine = nullptr;
-  const rpc::JobServiceImpl* jobs = nullptr;
+  SnapshotSource snapshot;
   std::string version;  // tpoold_build_info{version}
 };
 

@@ -1,0 +1,92 @@
+// What a scrape reads: plain numbers, copied at scrape time by whoever owns
+// the components (tpoold's server, daemon/server/src/exporters.cc), so that
+// tpool::metrics knows the pool's PoolStats and nothing else of the daemon:
+// no engine, plugin host or rpc header, no gRPC or protobuf
+// (docs/architecture.md, "Arrows"; tests/unit/layers checks it).
+//
+// Each field is the value of one series of docs/metrics.md, already joined
+// and summed: the collector prints, it does not combine components.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tpool/pool.h"
+
+namespace tpool::metrics {
+
+// One handler's jobs (tpoold_jobs_submitted_total, tpoold_jobs_completed_total).
+struct HandlerJobs {
+  std::string handler{};
+  std::uint64_t submitted = 0;
+  std::uint64_t succeeded = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t cancelled = 0;
+  std::uint64_t timed_out = 0;
+};
+
+// The job engine: tpoold_jobs_*, tpoold_result_store_*,
+// tpoold_handlers_running_after_end, tpoold_draining.
+struct JobsSnapshot {
+  // One entry per handler, sorted by name, each name once: every handler that
+  // ran a job, and every loaded handler (at 0 until its first job, so rate()
+  // sees that job).
+  std::vector<HandlerJobs> handlers{};
+  std::uint64_t rejected_invalid = 0;    // reason="invalid_argument"
+  std::uint64_t rejected_not_found = 0;  // reason="not_found"
+  std::uint64_t rejected_full = 0;       // reason="exhausted"
+  std::uint64_t rejected_draining = 0;   // reason="draining"
+  std::uint64_t rejected_conflict = 0;   // reason="idempotency_conflict"
+  std::uint64_t deduplicated = 0;
+  std::uint64_t in_progress = 0;  // accepted, not yet ended
+  std::uint64_t result_store_entries = 0;
+  std::uint64_t result_store_bytes = 0;
+  std::uint64_t result_store_expired = 0;
+  std::uint64_t handlers_running_after_end = 0;
+  bool draining = false;
+};
+
+// The plugin host: tpoold_plugins_*, tpoold_plugin_*, tpoold_handler_*.
+struct PluginsSnapshot {
+  std::uint64_t plugins_loaded = 0;
+  std::uint64_t handlers_registered = 0;
+  std::uint64_t load_failures = 0;
+  std::uint64_t reloads = 0;
+  std::uint64_t reload_failures = 0;
+  std::uint64_t libraries_open = 0;  // mapped now, old generations still in use included
+  std::uint64_t invocations = 0;
+  std::uint64_t handler_exceptions = 0;
+  std::uint64_t output_too_large = 0;
+  // Handler calls that ignored cancellation or their deadline, whoever saw
+  // it: the host (returned OK after it) plus the engine (still running
+  // cancel_grace after it); a call is counted by one of the two, never both.
+  std::uint64_t ignored_cancellation = 0;
+};
+
+// The gRPC front end: tpoold_grpc_streams_*, tpoold_stream_*.
+struct GrpcSnapshot {
+  std::uint64_t streams_active = 0;
+  std::uint64_t streams_total = 0;
+  std::uint64_t streams_rejected = 0;
+  std::uint64_t stream_buffered_bytes = 0;
+  std::uint64_t stream_unparsable_messages = 0;
+};
+
+// One scrape's numbers. A part left empty leaves its families out of the
+// scrape (they are not reported as zero).
+struct Snapshot {
+  std::optional<PoolStats> pool{};
+  std::optional<JobsSnapshot> jobs{};
+  std::optional<PluginsSnapshot> plugins{};
+  std::optional<GrpcSnapshot> grpc{};
+};
+
+// Called once per scrape, on the HTTP server's threads, possibly by several
+// at once: it must be safe to call concurrently and should not block (it
+// reads counters; it does not wait for jobs).
+using SnapshotSource = std::function<Snapshot()>;
+
+}  // namespace tpool::metrics

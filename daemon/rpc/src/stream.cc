@@ -78,9 +78,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     if (svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams) {
       svc_.streams_rejected.fetch_add(1, std::memory_order_relaxed);
       finished_ = true;  // no other thread sees the reactor yet (S1)
-      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          std::to_string(svc_.limits().max_streams) +
-                              " streams are open (server.max_streams); close one or retry later"));
+      Finish(to_status(Refusal::kExhausted,
+                       std::to_string(svc_.limits().max_streams) +
+                           " streams are open (server.max_streams); close one or retry later"));
       return;
     }
     reading_ = true;  // as above
@@ -109,8 +109,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       } else if (!parsed) {  // (S7)
         svc_.stream_unparsable_messages.fetch_add(1, std::memory_order_relaxed);
         read_closed_ = true;
-        end_status_ = grpc::Status(
-            grpc::StatusCode::INVALID_ARGUMENT,
+        end_status_ = to_status(
+            Refusal::kUnparsable,
             "message " + std::to_string(messages_read_ + 1) +
                 " of this stream (counting from 1) could not be parsed as tpool.v1.JobBatch; "
                 "the jobs of the " +
@@ -366,9 +366,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       if (svc_.engine().draining()) {
         // Stop taking work; finish once this stream's jobs have reported.
         read_closed_ = true;
-        end_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                   "tpoold is draining and accepts no new jobs; reconnect to "
-                                   "another instance or after the restart");
+        end_status_ = to_status(Refusal::kDraining,
+                                "tpoold is draining and accepts no new jobs; reconnect to "
+                                "another instance or after the restart");
       } else {
         reading_ = true;
         a.read = true;
@@ -380,9 +380,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     if (quiet && flushed && (done_reading || cancelled_seen_)) {
       finished_ = true;
       a.finish = true;
-      a.status = cancelled_seen_
-                     ? grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled")
-                     : end_status_;
+      a.status = cancelled_seen_ ? to_status(Refusal::kCallCancelled, "the call was cancelled")
+                                 : end_status_;
     }
   }
 

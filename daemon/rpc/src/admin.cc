@@ -106,7 +106,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ReloadPlugins(grpc::CallbackServerCo
                                                           tpool::v1::ReloadPluginsReply* resp) {
   std::string sentence;
   if (!life_.reload_plugins(&sentence)) {
-    return finish_now(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, sentence));
+    return finish_now(ctx, to_status(Refusal::kReloadFailed, sentence));
   }
   fill_handlers(engine_, *resp->mutable_handlers());
   resp->set_message(sentence);
@@ -131,9 +131,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Shutdown(grpc::CallbackServerContext
                                                      tpool::v1::ShutdownReply* resp) {
   bool cancel = req->mode() == tpool::v1::SHUTDOWN_MODE_CANCEL;
   if (req->mode() < 0 || req->mode() > tpool::v1::SHUTDOWN_MODE_CANCEL) {
-    return finish_now(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                        "shutdown mode " + std::to_string(req->mode()) +
-                                            " is not valid; use DRAIN (1) or CANCEL (2)"));
+    return finish_now(
+        ctx, to_status(Refusal::kInvalidRequest, "shutdown mode " + std::to_string(req->mode()) +
+                                                     " is not valid; use DRAIN (1) or CANCEL (2)"));
   }
   life_.shutdown(cancel, timeout_of(req->timeout_ms()), {});
   resp->set_accepted(true);

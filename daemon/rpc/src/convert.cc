@@ -77,33 +77,67 @@ void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::
   out.set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
 }
 
-namespace {
-grpc::StatusCode grpc_code(ErrorCode c) noexcept {
+grpc::StatusCode code_of(Refusal r) noexcept {
+  switch (r) {
+    case Refusal::kInvalidRequest:
+    case Refusal::kUnparsable:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case Refusal::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case Refusal::kExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case Refusal::kDraining:
+      return grpc::StatusCode::UNAVAILABLE;
+    case Refusal::kConflict:
+    case Refusal::kOtherReplica:
+    case Refusal::kReloadFailed:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case Refusal::kCallDeadline:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case Refusal::kCallCancelled:
+      return grpc::StatusCode::CANCELLED;
+  }
+  return grpc::StatusCode::INTERNAL;  // unreachable: a new Refusal without a code is a bug
+}
+
+Refusal refusal_of(ErrorCode c) noexcept {
   switch (c) {
     case ErrorCode::kInvalidArgument:
-      return grpc::StatusCode::INVALID_ARGUMENT;
+      return Refusal::kInvalidRequest;
     case ErrorCode::kNotFound:
-      return grpc::StatusCode::NOT_FOUND;
+      return Refusal::kNotFound;
     case ErrorCode::kExhausted:
-      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+      return Refusal::kExhausted;
     case ErrorCode::kUnavailable:
-      return grpc::StatusCode::UNAVAILABLE;
+      return Refusal::kDraining;
     case ErrorCode::kFailedPrecondition:
-      return grpc::StatusCode::FAILED_PRECONDITION;
+      return Refusal::kConflict;
   }
-  return grpc::StatusCode::INTERNAL;  // unreachable: a new ErrorCode without a mapping is a bug
+  return Refusal::kInvalidRequest;  // unreachable: every ErrorCode is listed
 }
-}  // namespace
+
+grpc::Status to_status(Refusal r, std::string sentence) {
+  return {code_of(r), std::move(sentence)};
+}
 
 grpc::Status to_status(const engine::Error& e, grpc::CallbackServerContext* ctx) {
   if (ctx != nullptr && e.retry_after.count() > 0) {
     ctx->AddTrailingMetadata("retry-after-ms", std::to_string(e.retry_after.count()));
   }
-  return {grpc_code(e.code), e.message};
+  return to_status(refusal_of(e.code), e.message);
 }
 
 int code_number(const engine::Error& e) noexcept {
-  return static_cast<int>(grpc_code(e.code));
+  return static_cast<int>(code_of(refusal_of(e.code)));
+}
+
+grpc::Status to_status(const engine::Job& final_job,
+                       std::chrono::system_clock::time_point call_deadline) {
+  if (final_job.state() == engine::JobState::kTimedOut &&
+      std::chrono::system_clock::now() >= call_deadline) {
+    return to_status(Refusal::kCallDeadline, final_job.message());
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace tpool::rpc

@@ -4,6 +4,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -24,10 +26,51 @@ tpool::v1::Lane to_proto(Lane lane) noexcept;
 // A final job as a JobResult; replica: the serving replica's id.
 void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::JobResult& out);
 
-// The gRPC status of an engine error (adds the retry hint trailer when one is
-// given and ctx is not null).
+// ---- The one table of gRPC status codes (docs/api.md, "Status codes") ----
+//
+// Every status other than OK that tpoold sends is chosen here: a call site
+// names why the call fails (a Refusal) and gives the sentence; code_of() is
+// the only place that turns a reason into a grpc::StatusCode. No other file
+// of daemon/rpc names a grpc::StatusCode but OK.
+enum class Refusal : std::uint8_t {
+  kInvalidRequest,  // INVALID_ARGUMENT: a field out of range (handler, lane, payload,
+                    //   key, labels, replica, shutdown mode)
+  kUnparsable,      // INVALID_ARGUMENT: bytes that are not a message of the method's type
+  kNotFound,        // NOT_FOUND: unknown handler, unknown or expired job id
+  kExhausted,       // RESOURCE_EXHAUSTED: in-flight limit, pool full, max_streams
+  kDraining,        // UNAVAILABLE: draining or stopping, no new jobs
+  kConflict,        // FAILED_PRECONDITION: an idempotency key reused for another request
+  kOtherReplica,    // FAILED_PRECONDITION: the job belongs to another replica
+  kReloadFailed,    // FAILED_PRECONDITION: a plugin reload failed, the old plugins stay
+  kCallDeadline,    // DEADLINE_EXCEEDED: the call's own deadline passed
+  kCallCancelled,   // CANCELLED: the client cancelled its call
+};
+inline constexpr Refusal kAllRefusals[] = {Refusal::kInvalidRequest, Refusal::kUnparsable,
+                                           Refusal::kNotFound,       Refusal::kExhausted,
+                                           Refusal::kDraining,       Refusal::kConflict,
+                                           Refusal::kOtherReplica,   Refusal::kReloadFailed,
+                                           Refusal::kCallDeadline,   Refusal::kCallCancelled};
+
+// The table.
+grpc::StatusCode code_of(Refusal r) noexcept;
+// The reason behind an engine error.
+Refusal refusal_of(engine::ErrorCode c) noexcept;
+
+// The status a call ends with for a reason and its sentence (what was wrong,
+// the value, what to do).
+grpc::Status to_status(Refusal r, std::string sentence);
+// The status of an engine error; adds the retry hint trailer when one is
+// given and ctx is not null.
 grpc::Status to_status(const engine::Error& e, grpc::CallbackServerContext* ctx);
-// The google.rpc.Code number of an engine error, for per-item answers.
+// The google.rpc.Code number of an engine error, for per-item answers
+// (SubmitBatch items, Stream results).
 int code_number(const engine::Error& e) noexcept;
+// The status of a call that waited for a job (Execute, Wait) that is now
+// final: OK in every final state (the JobResult says which), except a job
+// that timed out because the call's own deadline (call_deadline) passed:
+// DEADLINE_EXCEEDED, which the client's gRPC library reports at that moment
+// anyway (answering OK would race with it).
+grpc::Status to_status(const engine::Job& final_job,
+                       std::chrono::system_clock::time_point call_deadline);
 
 }  // namespace tpool::rpc

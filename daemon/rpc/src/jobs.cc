@@ -55,19 +55,11 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
     // failing the call with RESOURCE_EXHAUSTED (which reads as retryable).
     fit_result(*self->resp_, self->max_reply_bytes_);
     // Every final state, CANCELLED and TIMED_OUT included, is a JobResult
-    // with status OK, as in a Stream (docs/api.md, "Job outcomes"). A client
+    // with status OK, as in a Stream (docs/api.md, "Job outcomes"), but a
+    // job the call's own deadline ended (convert.h, the one table). A client
     // that cancelled its own call sees CANCELLED from its own gRPC library,
     // whatever is sent here.
-    // A job that timed out because the call's own deadline passed (it bounds
-    // an Execute's job) is that deadline: DEADLINE_EXCEEDED, which the
-    // client's gRPC library reports at the same moment anyway. Answering OK
-    // would race with it.
-    if (job.state() == engine::JobState::kTimedOut &&
-        std::chrono::system_clock::now() >= self->call_deadline_) {
-      self->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, job.message()));
-      return;
-    }
-    self->Finish(grpc::Status::OK);
+    self->Finish(to_status(job, self->call_deadline_));
   }
 
   void OnCancel() override {
@@ -82,7 +74,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
     if (owns) {
       job->cancel();  // the job ends (CANCELLED) and its waiter finishes the call
     } else if (job->remove_waiter(&JobWaitReactor::done, this)) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled by the client"));
+      Finish(to_status(Refusal::kCallCancelled, "the call was cancelled by the client"));
     }
   }
   void OnDone() override { unref(); }
@@ -119,17 +111,17 @@ constexpr std::size_t kMaxReplicaBytes = 253;
 std::optional<grpc::Status> other_replica(std::uint64_t job_id, const std::string& owner,
                                           const std::string& me) {
   if (owner.size() > kMaxReplicaBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the replica of job " + std::to_string(job_id) + " is " +
-                            std::to_string(owner.size()) + " bytes long, over the limit of " +
-                            std::to_string(kMaxReplicaBytes) +
-                            " (a replica id is a DNS name at most); send back the replica "
-                            "that tpoold returned with the job");
+    return to_status(Refusal::kInvalidRequest,
+                     "the replica of job " + std::to_string(job_id) + " is " +
+                         std::to_string(owner.size()) + " bytes long, over the limit of " +
+                         std::to_string(kMaxReplicaBytes) +
+                         " (a replica id is a DNS name at most); send back the replica "
+                         "that tpoold returned with the job");
   }
   if (owner.empty() || owner == me) return std::nullopt;
-  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                      "job " + std::to_string(job_id) + " belongs to replica " + owner +
-                          "; this is replica " + me + ": send the call to " + owner);
+  return to_status(Refusal::kOtherReplica,
+                   "job " + std::to_string(job_id) + " belongs to replica " + owner +
+                       "; this is replica " + me + ": send the call to " + owner);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include "convert.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
@@ -26,10 +27,11 @@ void serialize_bytes(const google::protobuf::MessageLite& msg, grpc::ByteBuffer&
 }
 
 grpc::Status unparsable_request(const std::string& type_name) {
-  return {grpc::StatusCode::INVALID_ARGUMENT,
-          "the request could not be parsed as " + type_name +
-              "; its bytes are not a valid protobuf message of that type: check that the "
-              "client was generated from tpool/v1 and sends the message the method takes"};
+  return to_status(Refusal::kUnparsable,
+                   "the request could not be parsed as " + type_name +
+                       "; its bytes are not a valid protobuf message of that type: check that "
+                       "the client was generated from tpool/v1 and sends the message the "
+                       "method takes");
 }
 
 std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r) {

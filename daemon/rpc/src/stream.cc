@@ -9,8 +9,9 @@
 //       StartWrite, Finish) are never started while mu_ is held: a reaction
 //       may run inline on the calling thread and take mu_ itself. Decisions
 //       are made under mu_ and recorded as Actions, then carried out.
-//  (S2) At most one read and one write are outstanding (reading_, writing_).
-//       While reading_, in_bytes_ belongs to gRPC; while writing_,
+//  (S2) At most one read and one write are outstanding (state_ kReading or
+//       kGoneReading; writing_). While a read is, in_bytes_ belongs to gRPC;
+//       while writing_,
 //       out_batch_ and out_bytes_ belong to the writing side (act() fills
 //       out_bytes_ from out_batch_ outside mu_, then gRPC owns it). Results
 //       gather in pending_ meanwhile and go out in as few messages as the
@@ -25,7 +26,8 @@
 //       has produced, so the bytes held stay near the budget: above it by at
 //       most one window of results larger than any before). Without room, or
 //       when the engine is full, the current message's remaining items wait
-//       in in_ and no read is started, so HTTP/2 flow control pushes back on
+//       in in_ (kHeld, kWaitingCapacity) and no read is started, so HTTP/2
+//       flow control pushes back on
 //       the client. A written message, a job end, or the engine's capacity
 //       callback resumes submitting.
 //  (S4) The reactor lives until gRPC's OnDone, every job of this stream has
@@ -52,8 +54,18 @@
 //       in the service's stream_buffered_bytes gauge; every byte added is
 //       subtracted when the result is written or dropped, or in the
 //       destructor: memory and gauge return when the call ends, however.
+//  (S9) The call's state is state_, one StreamState (stream_state.h: one
+//       line per state, the diagram of its edges), moved only by
+//       transition(from, to) under mu_, which checks the current state and
+//       the edge and reports any other move as a bug. The call finishes
+//       (kFinished) from kInputClosed once every job has reported and every
+//       result is written, or from kGone once every job has reported; never
+//       while a read, a write or a capacity wait is outstanding.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -62,6 +74,7 @@
 
 #include "convert.h"
 #include "parse.h"
+#include "stream_state.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
@@ -77,13 +90,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     svc_.streams_total.fetch_add(1, std::memory_order_relaxed);
     if (svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams) {
       svc_.streams_rejected.fetch_add(1, std::memory_order_relaxed);
-      finished_ = true;  // no other thread sees the reactor yet (S1)
-      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          std::to_string(svc_.limits().max_streams) +
-                              " streams are open (server.max_streams); close one or retry later"));
+      transition(StreamState::kHeld, StreamState::kFinished);  // nobody sees it yet (S1)
+      Finish(to_status(Refusal::kExhausted,
+                       std::to_string(svc_.limits().max_streams) +
+                           " streams are open (server.max_streams); close one or retry later"));
       return;
     }
-    reading_ = true;  // as above
+    transition(StreamState::kHeld, StreamState::kReading);  // as above
     StartRead(&in_bytes_);
   }
 
@@ -101,16 +114,17 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     Actions a;
     {
       std::lock_guard lock(mu_);  // (S1)
-      reading_ = false;
       next_item_ = 0;
       in_.Clear();
-      if (!ok) {
-        read_closed_ = true;
+      if (state_ == StreamState::kGoneReading) {
+        transition(StreamState::kGoneReading, StreamState::kGone);  // nobody reads the results
+      } else if (!ok) {                                             // the client half-closed
+        transition(StreamState::kReading, StreamState::kInputClosed);
       } else if (!parsed) {  // (S7)
         svc_.stream_unparsable_messages.fetch_add(1, std::memory_order_relaxed);
-        read_closed_ = true;
-        end_status_ = grpc::Status(
-            grpc::StatusCode::INVALID_ARGUMENT,
+        transition(StreamState::kReading, StreamState::kInputClosed);
+        end_status_ = to_status(
+            Refusal::kUnparsable,
             "message " + std::to_string(messages_read_ + 1) +
                 " of this stream (counting from 1) could not be parsed as tpool.v1.JobBatch; "
                 "the jobs of the " +
@@ -120,6 +134,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       } else {
         ++messages_read_;
         in_.Swap(&batch);
+        transition(StreamState::kReading, StreamState::kHeld);
         pump_locked();
       }
       decide_locked(a);
@@ -135,11 +150,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       unbuffer_locked(out_bytes_size_);  // (S8) written, or never will be
       out_count_ = 0;
       out_bytes_size_ = 0;
-      if (!ok) {
-        write_broken_ = true;  // the client is gone; OnCancel follows
-        drop_pending_locked();
-      }
-      refill_locked();  // (S3) the written results' slots are free
+      if (!ok) client_gone_locked();  // OnCancel follows
+      refill_locked();                // (S3) the written results' slots are free
       decide_locked(a);
     }
     act(a);
@@ -152,8 +164,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     Actions a;
     {
       std::lock_guard lock(mu_);
-      cancelled_seen_ = true;
-      drop_pending_locked();  // nobody will read them (S8)
+      client_gone_locked();
       decide_locked(a);
     }
     act(a);
@@ -166,8 +177,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     Actions a;
     {
       std::lock_guard lock(mu_);
-      waiting_capacity_ = false;
-      pump_locked();
+      if (state_ == StreamState::kGoneWaitingCapacity) {
+        transition(StreamState::kGoneWaitingCapacity, StreamState::kGone);
+      } else {
+        transition(StreamState::kWaitingCapacity, StreamState::kHeld);
+        pump_locked();
+      }
       decide_locked(a);
     }
     act(a);
@@ -211,6 +226,38 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   std::uint64_t unsent() const { return pending_.size() + out_count_; }
 
+  // (S9) The one way state_ changes.
+  void transition(StreamState from, StreamState to) {
+    if (auto bug = check_transition(state_, from, to)) {
+      spdlog::critical("{}", *bug);
+      assert(false && "illegal Stream state transition (S9)");
+      return;
+    }
+    state_ = to;
+  }
+
+  // OnCancel or a failed write: nobody will read the results (S8).
+  void client_gone_locked() {
+    switch (state_) {
+      case StreamState::kReading:
+        transition(StreamState::kReading, StreamState::kGoneReading);
+        break;
+      case StreamState::kWaitingCapacity:
+        transition(StreamState::kWaitingCapacity, StreamState::kGoneWaitingCapacity);
+        break;
+      case StreamState::kHeld:
+      case StreamState::kInputClosed:
+        transition(state_, StreamState::kGone);
+        break;
+      case StreamState::kGoneReading:
+      case StreamState::kGoneWaitingCapacity:
+      case StreamState::kGone:
+      case StreamState::kFinished:
+        return;  // already gone (a failed write, then OnCancel), or finished
+    }
+    drop_pending_locked();
+  }
+
   // (S3) How many more jobs the stream may start now (0: none).
   std::uint64_t room_locked() const {
     const RpcLimits& l = svc_.limits();
@@ -230,11 +277,11 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // the engine takes them (S3): each run of well-formed items as one engine
   // batch (one handler lookup per name, one pool submit_batch).
   void pump_locked() {
-    if (cancelled_seen_ || write_broken_) {  // nobody will read the results
+    if (client_gone(state_)) {  // nobody will read the results
       next_item_ = in_.jobs_size();
       return;
     }
-    while (next_item_ < in_.jobs_size() && !waiting_capacity_) {
+    while (next_item_ < in_.jobs_size() && state_ == StreamState::kHeld) {
       const std::uint64_t room = room_locked();
       if (room == 0) return;
       const int end = static_cast<int>(std::min<std::uint64_t>(
@@ -280,7 +327,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
         results_[consumed] = {};
         refs_.fetch_add(1, std::memory_order_relaxed);
         if (svc_.engine().wait_for_capacity(this)) {
-          waiting_capacity_ = true;
+          transition(StreamState::kHeld, StreamState::kWaitingCapacity);
           return;
         }
         refs_.fetch_sub(1, std::memory_order_relaxed);
@@ -340,11 +387,11 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     unbuffer_locked(bytes);
   }
 
-  // What to start now (S1, S2).
+  // What to start now (S1, S2, S9).
   void decide_locked(Actions& a) {
-    if (finished_) return;
-    bool items_waiting = next_item_ < in_.jobs_size();
-    if (!writing_ && !write_broken_ && !pending_.empty() && !cancelled_seen_) {
+    if (state_ == StreamState::kFinished) return;
+    const bool items_waiting = next_item_ < in_.jobs_size();
+    if (!writing_ && !client_gone(state_) && !pending_.empty()) {
       // (S6) Cut the message by bytes as well as by what is pending.
       const std::uint64_t cap = svc_.limits().max_message_bytes > kReplyHeadroomBytes
                                     ? svc_.limits().max_message_bytes - kReplyHeadroomBytes
@@ -362,27 +409,27 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       writing_ = true;
       a.write = true;
     }
-    if (!reading_ && !read_closed_ && !items_waiting && !cancelled_seen_ && room_locked() > 0) {
+    if (state_ == StreamState::kHeld && !items_waiting && room_locked() > 0) {
       if (svc_.engine().draining()) {
         // Stop taking work; finish once this stream's jobs have reported.
-        read_closed_ = true;
-        end_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                   "tpoold is draining and accepts no new jobs; reconnect to "
-                                   "another instance or after the restart");
+        transition(StreamState::kHeld, StreamState::kInputClosed);
+        end_status_ = to_status(Refusal::kDraining,
+                                "tpoold is draining and accepts no new jobs; reconnect to "
+                                "another instance or after the restart");
       } else {
-        reading_ = true;
+        transition(StreamState::kHeld, StreamState::kReading);
         a.read = true;
       }
     }
-    bool quiet = !reading_ && !writing_ && in_flight_ == 0 && !waiting_capacity_;
-    bool done_reading = read_closed_ && !items_waiting;
-    bool flushed = pending_.empty() || write_broken_ || cancelled_seen_;
-    if (quiet && flushed && (done_reading || cancelled_seen_)) {
-      finished_ = true;
+    if (writing_ || in_flight_ != 0) return;  // (S9) never with a write or a job outstanding
+    if (state_ == StreamState::kGone) {
+      transition(StreamState::kGone, StreamState::kFinished);
       a.finish = true;
-      a.status = cancelled_seen_
-                     ? grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled")
-                     : end_status_;
+      a.status = to_status(Refusal::kCallCancelled, "the call was cancelled");
+    } else if (state_ == StreamState::kInputClosed && !items_waiting && pending_.empty()) {
+      transition(StreamState::kInputClosed, StreamState::kFinished);
+      a.finish = true;
+      a.status = end_status_;
     }
   }
 
@@ -400,7 +447,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
         in_order = list;
         list = next;
       }
-      const bool keep = !cancelled_seen_ && !write_broken_;  // else nobody reads them
+      const bool keep = !client_gone(state_);  // else nobody reads them
       while (in_order != nullptr) {
         if (keep) {
           buffer_locked(in_order->bytes);  // (S8)
@@ -462,22 +509,17 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // Scratch for pump_locked, kept to reuse their memory.
   std::vector<engine::JobSpec> specs_;
   std::vector<engine::Engine::SubmitResult> results_;
-  int next_item_ = 0;                 // its first item not yet submitted
-  std::uint64_t messages_read_ = 0;   // upstream messages parsed (S7)
-  std::deque<Unsent> pending_;        // results gathering (S2)
-  std::uint64_t out_count_ = 0;       // results in the message being written (S2, S3)
-  std::uint64_t out_bytes_size_ = 0;  // ... and their bytes (S8)
-  std::uint64_t buffered_bytes_ = 0;  // pending_ + the message being written (S3, S8)
-  std::uint64_t largest_result_ = 0;  // the largest result entry so far (S3)
-  std::uint64_t in_flight_ = 0;       // this stream's jobs not yet reported
-  bool reading_ = false;
-  bool writing_ = false;
-  bool read_closed_ = false;
-  bool write_broken_ = false;
-  bool cancelled_seen_ = false;
-  bool waiting_capacity_ = false;
-  bool finished_ = false;
-  grpc::Status end_status_ = grpc::Status::OK;
+  int next_item_ = 0;                           // its first item not yet submitted
+  std::uint64_t messages_read_ = 0;             // upstream messages parsed (S7)
+  std::deque<Unsent> pending_;                  // results gathering (S2)
+  std::uint64_t out_count_ = 0;                 // results in the message being written (S2, S3)
+  std::uint64_t out_bytes_size_ = 0;            // ... and their bytes (S8)
+  std::uint64_t buffered_bytes_ = 0;            // pending_ + the message being written (S3, S8)
+  std::uint64_t largest_result_ = 0;            // the largest result entry so far (S3)
+  std::uint64_t in_flight_ = 0;                 // this stream's jobs not yet reported
+  StreamState state_ = StreamState::kHeld;      // (S9)
+  bool writing_ = false;                        // (S2) the one write is outstanding
+  grpc::Status end_status_ = grpc::Status::OK;  // kInputClosed's status: OK, or why (S7)
 };
 
 }  // namespace

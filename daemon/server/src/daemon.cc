@@ -130,19 +130,11 @@ Daemon::~Daemon() {
 }
 
 std::string Daemon::state() const {
-  switch (phase_.load(std::memory_order_acquire)) {
-    case Phase::kStarting:
-      return "starting";
-    case Phase::kServing:
-      return "serving";
-    case Phase::kDraining:
-      return "draining";
-    case Phase::kStopping:
-      return "stopping";
-    case Phase::kStopped:
-      return "stopped";
-  }
-  return "unknown";
+  return std::string(to_string(phase_.load()));
+}
+
+void Daemon::move_to(Phase from, Phase to) {
+  if (Status s = phase_.transition(from, to); !s.ok()) spdlog::critical("{}", s.message());
 }
 
 std::chrono::milliseconds Daemon::uptime() const {
@@ -191,7 +183,10 @@ int Daemon::run() {
   sigset_t set = handled_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   install_stray_handlers();
-  if (int rc = start(); rc != 0) return rc;
+  if (int rc = start(); rc != 0) {
+    move_to(Phase::kStarting, Phase::kStopped);
+    return rc;
+  }
   serve();
   drain();
   stop();
@@ -316,7 +311,7 @@ int Daemon::start() {
       config_.metrics.enabled ? config_.metrics.listen : std::string("off"), pc.max_threads,
       pc.blocking_workers, to_string(pc.scheduler_variant), pc.queue_capacity,
       handlers.empty() ? std::string("none") : handlers);
-  phase_.store(Phase::kServing, std::memory_order_release);
+  move_to(Phase::kStarting, Phase::kServing);
   Notifier n;
   n.ready();
   n.status("serving on " + host_part + ":" + std::to_string(port));
@@ -364,7 +359,7 @@ void Daemon::serve() {
 }
 
 void Daemon::drain() {
-  phase_.store(Phase::kDraining, std::memory_order_release);
+  move_to(Phase::kServing, Phase::kDraining);
   server_->GetHealthCheckService()->SetServingStatus(false);
   engine_->begin_drain();
   Notifier n;
@@ -460,19 +455,19 @@ void Daemon::drain() {
 }
 
 void Daemon::stop() {
-  phase_.store(Phase::kStopping, std::memory_order_release);
+  move_to(Phase::kDraining, Phase::kStopping);
   server_->Shutdown(std::chrono::system_clock::now() + kServerShutdownGrace);
   exporters_.reset();
   if (stuck_handlers_ != 0) {
     // Their workers cannot be joined: run() exits without waiting for them.
     (void)pool_->shutdown(ShutdownMode::kCancelPending, std::chrono::nanoseconds(0));
-    phase_.store(Phase::kStopped, std::memory_order_release);
+    move_to(Phase::kStopping, Phase::kStopped);
     return;
   }
   Status s = pool_->shutdown(ShutdownMode::kCancelPending,
                              std::chrono::milliseconds(config_.server.cancel_grace_ms));
   if (!s.ok()) spdlog::warn("pool shutdown: {}", s.message());
-  phase_.store(Phase::kStopped, std::memory_order_release);
+  move_to(Phase::kStopping, Phase::kStopped);
   spdlog::info("tpoold stopped");
 }
 

@@ -1,5 +1,6 @@
 // tpool::server::Daemon: builds and wires the components, and runs the
-// lifecycle (docs/architecture.md, "Lifecycle"):
+// lifecycle (docs/architecture.md, "Lifecycle"; the phases and their one
+// transition function are in phase.h):
 //
 //   starting -> serving -> draining -> stopping -> stopped
 //
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "config.h"
+#include "phase.h"
 #include "tpool/engine/engine.h"
 #include "tpool/plugin_host/host.h"
 #include "tpool/rpc/services.h"
@@ -71,15 +73,16 @@ class Daemon final : public rpc::Lifecycle {
                 std::function<void(const DrainOutcome&)> done) override;
 
  private:
-  enum class Phase : std::uint8_t { kStarting, kServing, kDraining, kStopping, kStopped };
   int start();
   void serve();
   void drain();
   void stop();
+  // phase_.transition, and a critical log line when it is refused (a bug).
+  void move_to(Phase from, Phase to);
 
   DaemonConfig config_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::atomic<Phase> phase_{Phase::kStarting};
+  PhaseCell phase_;  // main thread moves it (phase.h, P1)
   std::atomic<std::uint64_t> reloads_{0};
   std::mutex reload_mu_;  // serialises SIGHUP and ReloadPlugins
 

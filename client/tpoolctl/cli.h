@@ -71,6 +71,7 @@ int cmd_drain(const Args& a);
 int cmd_reload(const Args& a);
 int cmd_version(const Args& a);
 int cmd_bench(const Args& a);
+int cmd_token(const Args& a);  // token.cc: local, no daemon
 
 // Payload and job options shared by execute, submit and bench; false (after
 // printing the error) when an option is bad or the payload file unreadable.

@@ -102,6 +102,15 @@ const std::vector<Command>& commands() {
            {"--quiet", nullptr, "no progress output"},
        }),
        cmd_bench, 1, 2},
+      {"token",
+       "create",
+       "Make a bearer token: prints the token (once) and the line for the daemon's token file.",
+       {{"--principal", "NAME", "who the token names (1-128 of A-Z a-z 0-9 _ . @ -)"},
+        {"--roles", "ROLES", "comma-separated: submit, read, admin"},
+        {"--handlers", "LIST", "comma-separated handler allow-list (default: every handler)"}},
+       cmd_token,
+       1,
+       1},
   };
   return cmds;
 }

@@ -302,6 +302,31 @@ TEST(Metrics, ScrapeShapeIsTheDocumentedOne) {
   EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
 }
 
+TEST(Metrics, PluginLibrariesOpenCountsTheLibrariesMappedAfterAReload) {
+  // The host's libraries_open already falls when a library is closed; the
+  // scrape used to subtract libraries_closed again, so after a reload with
+  // no job in flight it read 0 while every new library was mapped.
+  TempDir dir;
+  MetricsDaemon m(dir);
+  ASSERT_TRUE(m.daemon.started()) << m.daemon.log();
+  ASSERT_GT(m.port, 0) << m.daemon.log();
+  auto v = parse_exposition(http_get(m.port, "/metrics").body);
+  const double loaded = v["tpoold_plugins_loaded"];
+  ASSERT_GT(loaded, 0);
+  EXPECT_EQ(v["tpoold_plugin_libraries_open"], loaded);
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  tpool::v1::ReloadPluginsReply reply;
+  ASSERT_TRUE(m.daemon.admin().ReloadPlugins(&ctx, {}, &reply).ok());
+  v = parse_exposition(http_get(m.port, "/metrics").body);
+  EXPECT_EQ(v["tpoold_plugin_reloads_total"], 1);
+  EXPECT_EQ(v["tpoold_plugins_loaded"], loaded);
+  EXPECT_EQ(v["tpoold_plugin_libraries_open"], loaded)
+      << "no job holds the old generation, so only the new libraries are mapped";
+  EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
+}
+
 TEST(Metrics, BasicAuthGuardsTheEndpoint) {
   TempDir dir;
   const std::string pw = dir.file("password");

@@ -76,8 +76,9 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
     p.load_failures = c.load_failures;
     p.reloads = c.reloads;
     p.reload_failures = c.reload_failures;
-    p.libraries_open =
-        c.libraries_open >= c.libraries_closed ? c.libraries_open - c.libraries_closed : 0;
+    // The host counts a library down when it closes it (host.cc): this is
+    // already the number mapped now; libraries_closed is not subtracted again.
+    p.libraries_open = c.libraries_open;
     p.invocations = c.invocations;
     p.handler_exceptions = c.handler_exceptions;
     p.output_too_large = c.output_too_large;

@@ -1,4 +1,5 @@
 // Config validation and the small value types of the pool's API.
+#include <algorithm>
 #include <string>
 #include <thread>
 
@@ -15,9 +16,21 @@ Status out_of_range(const char* field, std::uint64_t value, const std::string& r
 
 }  // namespace
 
+Config Config::resolved() const {
+  Config r = *this;
+  if (r.max_threads == 0) r.max_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (r.min_threads == 0) r.min_threads = r.max_threads;
+  const SchedulerVariant variant = kVariantPinned ? kPinnedVariant : r.scheduler_variant;
+  if (variant == SchedulerVariant::kLaneExtension && r.blocking_workers > 0) {
+    r.min_threads = std::max(r.min_threads, r.blocking_workers + 1);
+  }
+  return r;
+}
+
 Status Config::validate() const {
-  const std::size_t max =
-      max_threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : max_threads;
+  // Judged as the pool runs it (resolved()); the messages quote the fields
+  // as given, since those are what the caller can change.
+  const std::size_t max = resolved().max_threads;
   if (max > 4096) return out_of_range("max_threads", max_threads, "1..4096 (0: one per core)");
   if (min_threads > max) {
     return out_of_range("min_threads", min_threads,

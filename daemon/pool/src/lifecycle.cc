@@ -15,15 +15,11 @@ using detail::DescState;
 using detail::Worker;
 
 Pool::Impl::Impl(Config c)
-    : cfg(std::move(c)),
+    : cfg(c.resolved()),  // every default filled in, in that one place
       variant(cfg.scheduler_variant),
       free_ring(2 * cfg.queue_capacity),
       nonempty(1) {
-  if (cfg.max_threads == 0) cfg.max_threads = std::max(1u, std::thread::hardware_concurrency());
-  if (cfg.min_threads == 0) cfg.min_threads = cfg.max_threads;
   lanes_on = effective_variant() == SchedulerVariant::kLaneExtension && cfg.blocking_workers > 0;
-  // Blocking workers must all run: the blocking lane has no other server.
-  if (lanes_on) cfg.min_threads = std::max(cfg.min_threads, cfg.blocking_workers + 1);
   core_slots = cfg.max_threads;
   total_slots = core_slots + cfg.max_overflow_workers;
   // Per-slot DescCaches may hold at most half the descriptors in all, so a

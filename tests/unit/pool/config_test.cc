@@ -3,8 +3,10 @@
 // returns the same error and starts nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pool_test_support.h"
@@ -163,6 +165,82 @@ TEST(ConfigValidatePinned, OtherVariantIsRefusedNamingTheSwitch) {
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("TPOOL_SCHEDULER_VARIANT"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find(std::string(to_string(v))), std::string::npos) << s.message();
+  }
+}
+#endif
+
+// Config::resolved() is the one place the defaults are computed: the pool
+// runs exactly what it returns (Pool::config()), and validate() judges it.
+TEST(ConfigResolved, FillsTheDefaultsAsThePoolRunsThem) {
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  Config c = base();
+  c.max_threads = 0;
+  c.min_threads = 0;
+  Config r = c.resolved();
+  EXPECT_EQ(r.max_threads, cores);
+  EXPECT_EQ(r.min_threads, cores);
+  EXPECT_EQ(c.max_threads, 0u) << "resolved() returns a copy";
+  EXPECT_EQ(r.queue_capacity, c.queue_capacity);
+  EXPECT_EQ(r.name, c.name);
+
+  c.max_threads = 3;
+  c.min_threads = 0;
+  EXPECT_EQ(c.resolved().min_threads, 3u) << "min_threads 0 means max_threads";
+  c.min_threads = 2;
+  EXPECT_EQ(c.resolved().min_threads, 2u) << "a given min_threads is kept";
+  EXPECT_EQ(c.resolved().max_threads, 3u);
+
+  auto pool = Pool::create(c);
+  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  EXPECT_EQ(pool.value()->config().max_threads, c.resolved().max_threads);
+  EXPECT_EQ(pool.value()->config().min_threads, c.resolved().min_threads);
+  ASSERT_TRUE(pool.value()->shutdown(ShutdownMode::kDrain, kBound).ok());
+
+  Config d = base();
+  d.max_threads = 0;
+  d.min_threads = 0;
+  auto dp = Pool::create(d);
+  ASSERT_TRUE(dp.ok()) << dp.status().to_string();
+  EXPECT_EQ(dp.value()->config().max_threads, cores);
+  EXPECT_EQ(dp.value()->config().min_threads, cores);
+  ASSERT_TRUE(dp.value()->shutdown(ShutdownMode::kDrain, kBound).ok());
+}
+
+#if !defined(TPOOL_PINNED_VARIANT_GLOBAL_QUEUE) && !defined(TPOOL_PINNED_VARIANT_WORK_STEALING)
+TEST(ConfigResolved, BlockingWorkersAllStartWithThePool) {
+  Config c = base();
+  c.scheduler_variant = SchedulerVariant::kLaneExtension;
+  c.max_threads = 4;
+  c.min_threads = 1;
+  c.blocking_workers = 2;
+  const Config r = c.resolved();
+  EXPECT_EQ(r.min_threads, 3u) << "every blocking worker plus one default-lane worker";
+  EXPECT_EQ(r.blocking_workers, 2u);
+  auto pool = Pool::create(c);
+  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  EXPECT_EQ(pool.value()->config().min_threads, 3u);
+  ASSERT_TRUE(pool.value()->shutdown(ShutdownMode::kDrain, kBound).ok());
+}
+#endif
+
+// validate() judges max_threads 0 as the core count: blocking_workers must
+// stay below it.
+#if !defined(TPOOL_PINNED_VARIANT_GLOBAL_QUEUE) && !defined(TPOOL_PINNED_VARIANT_WORK_STEALING)
+TEST(ConfigResolved, ValidateJudgesTheResolvedMaxThreads) {
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  Config c = base();
+  c.scheduler_variant = SchedulerVariant::kLaneExtension;
+  c.max_threads = 0;
+  c.min_threads = 0;
+  c.blocking_workers = cores;
+  const Status s = c.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("below max_threads (" + std::to_string(cores) + ")"),
+            std::string::npos)
+      << s.message();
+  if (cores > 1) {
+    c.blocking_workers = cores - 1;
+    EXPECT_TRUE(c.validate().ok()) << c.validate().to_string();
   }
 }
 #endif

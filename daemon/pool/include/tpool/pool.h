@@ -143,7 +143,23 @@ struct Config {
   std::string name = "tpool";  // thread names: "<name>-w<i>", "<name>-wd"
 
   // Checks every field; the error names the field, its value and the range.
+  // It checks the fields of resolved(), so a default is judged as the pool
+  // will use it (max_threads 0 is checked as the core count).
   Status validate() const;
+
+  // A copy with every default filled in, as the pool runs it: the one place
+  // the pool's defaults are computed (Pool::create and validate() use it;
+  // Pool::config() returns it; a daemon that reports or sizes by these
+  // fields should call it rather than repeat the rules):
+  //   max_threads 0 -> std::max(1u, std::thread::hardware_concurrency());
+  //   min_threads 0 -> max_threads;
+  //   lane_extension with blocking_workers > 0 (the variant as the build
+  //   pins it, TPOOL_SCHEDULER_VARIANT) -> min_threads is at least
+  //   blocking_workers + 1, since the blocking lane has no server but its
+  //   own workers and they all start with the pool.
+  // Every other field is copied unchanged. On a config that validate()
+  // refuses the result is filled in the same way but means nothing more.
+  Config resolved() const;
 };
 
 struct SubmitOptions {

@@ -1,0 +1,200 @@
+// Each JobService and AdminService reactor against an in-process server: what
+// a client sends, what it gets back, and what the engine then holds.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "in_process_server.h"
+
+namespace tpool::rpc::testing {
+namespace {
+
+class RpcReactors : public ::testing::Test {
+ protected:
+  InProcessServer srv_;
+
+  tpool::v1::JobRef submit(const tpool::v1::JobRequest& req) {
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobRef ref;
+    grpc::Status s = srv_.stub().Submit(&ctx, req, &ref);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return ref;
+  }
+  tpool::v1::JobResult wait(const tpool::v1::JobRef& ref) {
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::WaitRequest req;
+    req.set_job_id(ref.job_id());
+    req.set_replica(ref.replica());
+    tpool::v1::JobResult res;
+    grpc::Status s = srv_.stub().Wait(&ctx, req, &res);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return res;
+  }
+};
+
+TEST_F(RpcReactors, ExecuteRunsTheJobAndAnswersWithItsResult) {
+  ASSERT_TRUE(srv_.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::JobResult res;
+  ASSERT_TRUE(srv_.stub().Execute(&ctx, job("echo", "hello", 42), &res).ok());
+  EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(res.output(), "hello");
+  EXPECT_EQ(res.tag(), 42u);
+  EXPECT_NE(res.job_id(), 0u);
+}
+
+TEST_F(RpcReactors, ExecuteWithAKeyReturnsTheFirstJobsResult) {
+  ASSERT_TRUE(srv_.ok());
+  auto req = job("echo", "once");
+  req.set_idempotency_key("same");
+  std::uint64_t first_id = 0;
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobResult res;
+    ASSERT_TRUE(srv_.stub().Execute(&ctx, req, &res).ok());
+    EXPECT_EQ(res.output(), "once");
+    if (i == 0) first_id = res.job_id();
+    EXPECT_EQ(res.job_id(), first_id);
+  }
+  EXPECT_EQ(srv_.handler_counts("echo").submitted, 1u);
+}
+
+TEST_F(RpcReactors, SubmitThenWaitAndGet) {
+  ASSERT_TRUE(srv_.ok());
+  auto req = job("echo", "later", 7);
+  (*req.mutable_labels())["team"] = "a";
+  tpool::v1::JobRef ref = submit(req);
+  EXPECT_EQ(ref.replica(), "replica-a");
+  tpool::v1::JobResult res = wait(ref);
+  EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(res.output(), "later");
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::JobStatus st;
+  ASSERT_TRUE(srv_.stub().Get(&ctx, ref, &st).ok());
+  EXPECT_EQ(st.job_id(), ref.job_id());
+  EXPECT_EQ(st.handler(), "echo");
+  EXPECT_EQ(st.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(st.progress(), 1.0);
+  EXPECT_EQ(st.labels().at("team"), "a");
+}
+
+TEST_F(RpcReactors, SubmitBatchAnswersEveryItemInOrder) {
+  ASSERT_TRUE(srv_.ok());
+  tpool::v1::JobBatch batch;
+  *batch.add_jobs() = job("echo", "a", 1);
+  *batch.add_jobs() = job("", "b", 2);         // no handler: answered in band
+  *batch.add_jobs() = job("no_such", "c", 3);  // unknown handler: answered in band
+  *batch.add_jobs() = job("echo", "d", 4);
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::JobRefs refs;
+  ASSERT_TRUE(srv_.stub().SubmitBatch(&ctx, batch, &refs).ok());
+  ASSERT_EQ(refs.items_size(), 4);
+  EXPECT_EQ(refs.items(0).code(), 0);
+  EXPECT_EQ(refs.items(1).code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_NE(refs.items(1).message().find("names no handler"), std::string::npos);
+  EXPECT_EQ(refs.items(2).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  EXPECT_EQ(refs.items(3).code(), 0);
+  for (int i : {0, 3}) {
+    tpool::v1::JobRef ref;
+    ref.set_job_id(refs.items(i).job_id());
+    ref.set_replica(refs.items(i).replica());
+    EXPECT_EQ(refs.items(i).tag(), static_cast<std::uint64_t>(i + 1));
+    EXPECT_EQ(wait(ref).output(), i == 0 ? "a" : "d");
+  }
+}
+
+TEST_F(RpcReactors, CancelEndsAQueuedOrRunningJobAndWaitSeesIt) {
+  ASSERT_TRUE(srv_.ok());
+  tpool::v1::JobRef ref = submit(job("sleep", "60000"));
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::CancelReply rep;
+  ASSERT_TRUE(srv_.stub().Cancel(&ctx, ref, &rep).ok());
+  tpool::v1::JobResult res = wait(ref);
+  EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_CANCELLED);
+}
+
+TEST_F(RpcReactors, ListHandlersListsThePlugins) {
+  ASSERT_TRUE(srv_.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::ListHandlersReply rep;
+  ASSERT_TRUE(srv_.stub().ListHandlers(&ctx, {}, &rep).ok());
+  std::set<std::string> names;
+  for (const auto& h : rep.handlers()) names.insert(h.name());
+  for (const char* n : {"echo", "sleep", "fail"}) EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST_F(RpcReactors, AdminStatsReportsTheDaemonAndThePool) {
+  ASSERT_TRUE(srv_.ok());
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobResult res;
+    ASSERT_TRUE(srv_.stub().Execute(&ctx, job("echo", "x"), &res).ok());
+  }
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::StatsReply rep;
+  ASSERT_TRUE(srv_.admin().Stats(&ctx, {}, &rep).ok());
+  EXPECT_EQ(rep.daemon().state(), "serving");
+  EXPECT_EQ(rep.daemon().version(), "test-version");
+  EXPECT_EQ(rep.daemon().plugin_reloads(), 7u);
+  EXPECT_EQ(rep.daemon().uptime_ms(), 1234u);
+  EXPECT_GE(rep.pool().submitted(), 1u);
+  EXPECT_EQ(rep.pool().workers(), 4u);
+  bool echo_seen = false;
+  for (const auto& h : rep.daemon().handlers()) {
+    if (h.handler() == "echo") echo_seen = h.succeeded() == 1;
+  }
+  EXPECT_TRUE(echo_seen);
+}
+
+TEST_F(RpcReactors, AdminDrainAnswersWhenTheDrainEnds) {
+  ASSERT_TRUE(srv_.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::DrainRequest req;
+  req.set_timeout_ms(250);
+  tpool::v1::DrainReply rep;
+  ASSERT_TRUE(srv_.admin().Drain(&ctx, req, &rep).ok());
+  EXPECT_TRUE(rep.drained());
+  EXPECT_EQ(rep.finished(), 3u);
+  EXPECT_EQ(rep.cancelled(), 1u);
+  std::lock_guard lock(srv_.life().mu);
+  EXPECT_EQ(srv_.life().shutdowns, 1);
+  EXPECT_FALSE(srv_.life().last_cancel);
+  EXPECT_EQ(srv_.life().last_timeout, std::chrono::milliseconds(250));
+}
+
+TEST_F(RpcReactors, AdminShutdownCancelAsksTheLifecycle) {
+  ASSERT_TRUE(srv_.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::ShutdownRequest req;
+  req.set_mode(tpool::v1::SHUTDOWN_MODE_CANCEL);
+  tpool::v1::ShutdownReply rep;
+  ASSERT_TRUE(srv_.admin().Shutdown(&ctx, req, &rep).ok());
+  EXPECT_TRUE(rep.accepted());
+  std::lock_guard lock(srv_.life().mu);
+  EXPECT_EQ(srv_.life().shutdowns, 1);
+  EXPECT_TRUE(srv_.life().last_cancel);
+}
+
+TEST_F(RpcReactors, AdminReloadAnswersWithTheHandlers) {
+  ASSERT_TRUE(srv_.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  tpool::v1::ReloadPluginsReply rep;
+  ASSERT_TRUE(srv_.admin().ReloadPlugins(&ctx, {}, &rep).ok());
+  EXPECT_EQ(rep.message(), "plugins reloaded; handlers: echo");
+  EXPECT_GT(rep.handlers_size(), 0);
+}
+
+}  // namespace
+}  // namespace tpool::rpc::testing

@@ -1,0 +1,262 @@
+// The one table of gRPC status codes (daemon/rpc/src/convert.h, docs/api.md
+// "Status codes"): the table itself, then every code and its sentence as a
+// client of an in-process server sees them.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "convert.h"
+#include "in_process_server.h"
+
+namespace tpool::rpc::testing {
+namespace {
+
+using grpc::StatusCode;
+
+// docs/api.md, "Status codes", row by row.
+TEST(RpcStatusTable, EveryReasonHasTheCodeDocsApiMdGives) {
+  const std::map<Refusal, StatusCode> docs = {
+      {Refusal::kInvalidRequest, StatusCode::INVALID_ARGUMENT},
+      {Refusal::kUnparsable, StatusCode::INVALID_ARGUMENT},
+      {Refusal::kNotFound, StatusCode::NOT_FOUND},
+      {Refusal::kExhausted, StatusCode::RESOURCE_EXHAUSTED},
+      {Refusal::kDraining, StatusCode::UNAVAILABLE},
+      {Refusal::kConflict, StatusCode::FAILED_PRECONDITION},
+      {Refusal::kOtherReplica, StatusCode::FAILED_PRECONDITION},
+      {Refusal::kReloadFailed, StatusCode::FAILED_PRECONDITION},
+      {Refusal::kCallDeadline, StatusCode::DEADLINE_EXCEEDED},
+      {Refusal::kCallCancelled, StatusCode::CANCELLED},
+  };
+  ASSERT_EQ(docs.size(), std::size(kAllRefusals));
+  for (Refusal r : kAllRefusals) {
+    ASSERT_TRUE(docs.count(r)) << static_cast<int>(r);
+    EXPECT_EQ(code_of(r), docs.at(r)) << static_cast<int>(r);
+    grpc::Status s = to_status(r, "a sentence");
+    EXPECT_EQ(s.error_code(), docs.at(r));
+    EXPECT_EQ(s.error_message(), "a sentence");
+  }
+}
+
+TEST(RpcStatusTable, EngineErrorsGoThroughTheTable) {
+  const std::map<engine::ErrorCode, StatusCode> want = {
+      {engine::ErrorCode::kInvalidArgument, StatusCode::INVALID_ARGUMENT},
+      {engine::ErrorCode::kNotFound, StatusCode::NOT_FOUND},
+      {engine::ErrorCode::kExhausted, StatusCode::RESOURCE_EXHAUSTED},
+      {engine::ErrorCode::kUnavailable, StatusCode::UNAVAILABLE},
+      {engine::ErrorCode::kFailedPrecondition, StatusCode::FAILED_PRECONDITION},
+  };
+  for (const auto& [code, grpc_code] : want) {
+    engine::Error e{code, "what was wrong"};
+    EXPECT_EQ(to_status(e, nullptr).error_code(), grpc_code);
+    EXPECT_EQ(to_status(e, nullptr).error_message(), "what was wrong");
+    EXPECT_EQ(code_number(e), static_cast<int>(grpc_code));
+  }
+}
+
+class RpcStatus : public ::testing::Test {
+ protected:
+  InProcessServer srv_;
+};
+
+TEST_F(RpcStatus, OkForEveryFinalJobState) {
+  ASSERT_TRUE(srv_.ok());
+  for (auto [handler, state] : {std::pair{"echo", tpool::v1::JOB_STATE_SUCCEEDED},
+                                std::pair{"fail", tpool::v1::JOB_STATE_FAILED}}) {
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobResult res;
+    grpc::Status s = srv_.stub().Execute(&ctx, job(handler, "x"), &res);
+    EXPECT_TRUE(s.ok()) << handler << ": " << s.error_message();
+    EXPECT_EQ(res.state(), state) << handler;
+    EXPECT_EQ(res.replica(), "replica-a");
+  }
+  // A job's own timeout is a result, not a status.
+  grpc::ClientContext ctx;
+  bound(ctx);
+  auto req = job("sleep", "60000");
+  req.set_timeout_ms(20);
+  tpool::v1::JobResult res;
+  grpc::Status s = srv_.stub().Execute(&ctx, req, &res);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_TIMED_OUT);
+}
+
+TEST_F(RpcStatus, InvalidArgumentSaysWhichFieldAndWhatToDo) {
+  ASSERT_TRUE(srv_.ok());
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobResult res;
+    EXPECT_TRUE(is(srv_.stub().Execute(&ctx, job("", "x"), &res), StatusCode::INVALID_ARGUMENT,
+                   "the request names no handler; set JobRequest.handler"));
+  }
+  {
+    grpc::ClientContext ctx;
+    auto req = job("echo", "x");
+    req.set_lane(static_cast<tpool::v1::Lane>(7));
+    tpool::v1::JobRef ref;
+    EXPECT_TRUE(is(srv_.stub().Submit(&ctx, req, &ref), StatusCode::INVALID_ARGUMENT,
+                   "lane 7 is not valid; use LANE_UNSPECIFIED"));
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobRef req;
+    req.set_job_id(1);
+    req.set_replica(std::string(300, 'r'));
+    tpool::v1::JobStatus st;
+    EXPECT_TRUE(is(srv_.stub().Get(&ctx, req, &st), StatusCode::INVALID_ARGUMENT,
+                   "is 300 bytes long, over the limit of 253"));
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::ShutdownRequest req;
+    req.set_mode(static_cast<tpool::v1::ShutdownMode>(9));
+    tpool::v1::ShutdownReply rep;
+    EXPECT_TRUE(is(srv_.admin().Shutdown(&ctx, req, &rep), StatusCode::INVALID_ARGUMENT,
+                   "shutdown mode 9 is not valid; use DRAIN (1) or CANCEL (2)"));
+    std::lock_guard lock(srv_.life().mu);
+    EXPECT_EQ(srv_.life().shutdowns, 0);
+  }
+}
+
+TEST_F(RpcStatus, NotFoundNamesTheHandlerOrTheJob) {
+  ASSERT_TRUE(srv_.ok());
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobResult res;
+    EXPECT_TRUE(is(srv_.stub().Execute(&ctx, job("no_such", "x"), &res), StatusCode::NOT_FOUND,
+                   "no handler named 'no_such' is loaded"));
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobRef req;
+    req.set_job_id(12345);  // incarnation 0: not this run's
+    tpool::v1::JobStatus st;
+    EXPECT_TRUE(
+        is(srv_.stub().Get(&ctx, req, &st), StatusCode::NOT_FOUND, "from another run of tpoold"));
+  }
+}
+
+TEST_F(RpcStatus, FailedPreconditionForAConflictAnotherReplicaAndAFailedReload) {
+  ASSERT_TRUE(srv_.ok());
+  auto keyed = [](const std::string& payload) {
+    auto r = job("echo", payload);
+    r.set_idempotency_key("k1");
+    return r;
+  };
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobRef ref;
+    ASSERT_TRUE(srv_.stub().Submit(&ctx, keyed("a"), &ref).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobRef ref;
+    EXPECT_TRUE(is(srv_.stub().Submit(&ctx, keyed("b"), &ref), StatusCode::FAILED_PRECONDITION,
+                   "idempotency key 'k1' was already used by job"));
+  }
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::JobRef req;
+    req.set_job_id(1);
+    req.set_replica("replica-b");
+    tpool::v1::CancelReply rep;
+    EXPECT_TRUE(is(srv_.stub().Cancel(&ctx, req, &rep), StatusCode::FAILED_PRECONDITION,
+                   "belongs to replica replica-b; this is replica replica-a"));
+  }
+  srv_.life().reload_ok = false;
+  srv_.life().reload_sentence = "plugin reload failed; the previous plugins stay loaded: x";
+  {
+    grpc::ClientContext ctx;
+    tpool::v1::ReloadPluginsReply rep;
+    EXPECT_TRUE(is(srv_.admin().ReloadPlugins(&ctx, {}, &rep), StatusCode::FAILED_PRECONDITION,
+                   "the previous plugins stay loaded"));
+  }
+}
+
+TEST_F(RpcStatus, UnavailableWhileDraining) {
+  ASSERT_TRUE(srv_.ok());
+  srv_.engine().begin_drain();
+  grpc::ClientContext ctx;
+  tpool::v1::JobRef ref;
+  EXPECT_TRUE(is(srv_.stub().Submit(&ctx, job("echo", "x"), &ref), StatusCode::UNAVAILABLE,
+                 "tpoold is draining and accepts no new jobs"));
+}
+
+TEST(RpcStatusLimits, ResourceExhaustedWithTheRetryHint) {
+  ServerOptions o;
+  o.engine.max_inflight_jobs = 1;
+  InProcessServer srv(o);
+  ASSERT_TRUE(srv.ok());
+  tpool::v1::JobRef first;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(srv.stub().Submit(&ctx, job("sleep", "60000"), &first).ok());
+  }
+  grpc::ClientContext ctx;
+  tpool::v1::JobRef ref;
+  EXPECT_TRUE(is(srv.stub().Submit(&ctx, job("echo", "x"), &ref), StatusCode::RESOURCE_EXHAUSTED,
+                 "1 jobs are in flight (server.max_inflight_jobs)"));
+  auto hint = ctx.GetServerTrailingMetadata().find("retry-after-ms");
+  ASSERT_NE(hint, ctx.GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "50");
+  grpc::ClientContext cctx;
+  tpool::v1::CancelReply rep;
+  EXPECT_TRUE(srv.stub().Cancel(&cctx, first, &rep).ok());
+}
+
+TEST(RpcStatusLimits, ResourceExhaustedForOneStreamTooMany) {
+  ServerOptions o;
+  o.rpc.max_streams = 0;
+  InProcessServer srv(o);
+  ASSERT_TRUE(srv.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  auto call = srv.stub().Stream(&ctx);
+  tpool::v1::ResultBatch rb;
+  EXPECT_FALSE(call->Read(&rb));
+  EXPECT_TRUE(is(call->Finish(), StatusCode::RESOURCE_EXHAUSTED,
+                 "0 streams are open (server.max_streams); close one or retry later"));
+  EXPECT_EQ(srv.jobs().snapshot().streams_rejected, 1u);
+}
+
+TEST_F(RpcStatus, DeadlineExceededWhenTheCallsDeadlineEndsTheJob) {
+  ASSERT_TRUE(srv_.ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+  tpool::v1::JobResult res;
+  grpc::Status s = srv_.stub().Execute(&ctx, job("sleep", "60000"), &res);
+  EXPECT_EQ(s.error_code(), StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_TRUE(srv_.wait_idle());
+  EXPECT_EQ(srv_.handler_counts("sleep").timed_out, 1u);
+}
+
+TEST_F(RpcStatus, CancelledWhenTheClientCancelsAWait) {
+  ASSERT_TRUE(srv_.ok());
+  tpool::v1::JobRef ref;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(srv_.stub().Submit(&ctx, job("sleep", "60000"), &ref).ok());
+  }
+  grpc::ClientContext ctx;
+  tpool::v1::WaitRequest req;
+  req.set_job_id(ref.job_id());
+  req.set_replica(ref.replica());
+  tpool::v1::JobResult res;
+  // Whether the cancel reaches the server before or after the Wait is in
+  // the job's waiter list, the call ends CANCELLED and the job runs on.
+  std::thread canceller([&] { ctx.TryCancel(); });
+  grpc::Status s = srv_.stub().Wait(&ctx, req, &res);
+  canceller.join();
+  EXPECT_EQ(s.error_code(), StatusCode::CANCELLED) << s.error_message();
+  // The job was only watched: it runs on.
+  grpc::ClientContext gctx;
+  tpool::v1::JobStatus st;
+  ASSERT_TRUE(srv_.stub().Get(&gctx, ref, &st).ok());
+  EXPECT_FALSE(st.state() == tpool::v1::JOB_STATE_CANCELLED);
+  grpc::ClientContext cctx;
+  tpool::v1::CancelReply rep;
+  EXPECT_TRUE(srv_.stub().Cancel(&cctx, ref, &rep).ok());
+}
+
+}  // namespace
+}  // namespace tpool::rpc::testing

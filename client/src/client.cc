@@ -1,12 +1,19 @@
 // tpool::client::Client over the generated stubs: deadlines, metadata,
 // retries where safe (client.h), proto <-> client types.
+// tpool/common/mutex.h first: see the note in stream.cc.
+#include "tpool/common/mutex.h"
+//
 #include "tpool/client/client.h"
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <future>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -39,8 +46,11 @@ std::vector<std::string> split_addresses(const std::string& address) {
   return out;
 }
 
-// The gRPC target: a list becomes the ipv4:/ipv6: resolver's address list.
+// The gRPC target: a list becomes the ipv4:/ipv6: resolver's address list;
+// a bare absolute path is a Unix socket.
 std::string target_of(const std::string& address) {
+  if (!address.empty() && address.front() == '/') return "unix:" + address;
+  if (is_unix_address(address)) return address;
   if (address.find(',') == std::string::npos) return address;
   return (address.front() == '[' ? "ipv6:" : "ipv4:") + address;
 }
@@ -225,16 +235,20 @@ struct Client::Impl {
   std::vector<std::unique_ptr<tpool::v1::JobService::Stub>> address_jobs;
   // replica id -> index into addresses, learned by asking (owner_stub).
   // The Client's only mutable state; guarded by owners_mu.
-  mutable std::mutex owners_mu;
-  mutable std::map<std::string, std::size_t> owners;
+  mutable tpool::Mutex owners_mu;
+  mutable std::map<std::string, std::size_t> owners GUARDED_BY(owners_mu);
+  // Why the token is withheld (token_transport_problem); "" to send it.
+  const std::string token_problem;
 
   Impl(ClientOptions o, std::shared_ptr<grpc::Channel> ch)
       : options(std::move(o)),
         channel(std::move(ch)),
         jobs(tpool::v1::JobService::NewStub(channel)),
-        admin(tpool::v1::AdminService::NewStub(channel)) {}
+        admin(tpool::v1::AdminService::NewStub(channel)),
+        token_problem(token_transport_problem(options)) {}
 
   void add_addresses() {
+    if (is_unix_address(options.address)) return;  // one socket, never a list
     auto list = split_addresses(options.address);
     if (list.size() < 2) return;
     for (const auto& a : list) {
@@ -254,7 +268,7 @@ struct Client::Impl {
                                                   bool forget) const {
     if (addresses.empty() || ref.replica.empty()) return jobs.get();
     {
-      std::lock_guard lock(owners_mu);
+      tpool::MutexLock lock(owners_mu);
       if (forget) owners.erase(ref.replica);
       auto it = owners.find(ref.replica);
       if (it != owners.end()) return address_jobs[it->second].get();
@@ -279,7 +293,7 @@ struct Client::Impl {
         continue;
       }
       // OK, or NOT_FOUND from the owner (the job's result has expired).
-      std::lock_guard lock(owners_mu);
+      tpool::MutexLock lock(owners_mu);
       owners[ref.replica] = i;
       return address_jobs[i].get();
     }
@@ -319,9 +333,13 @@ struct Client::Impl {
     return std::chrono::system_clock::now() + d;
   }
 
+  // Every call's context goes through here: the one place the token is put
+  // on the wire, and only when the transport allows it (client.h).
   void prepare(grpc::ClientContext& ctx, std::chrono::system_clock::time_point deadline) const {
     ctx.set_deadline(deadline);
     for (const auto& [k, v] : options.metadata) ctx.AddMetadata(k, v);
+    if (!options.bearer_token.empty() && token_problem.empty())
+      ctx.AddMetadata("authorization", "Bearer " + options.bearer_token);
   }
 
   // Runs attempt(ctx) until it succeeds, fails with a code other than
@@ -335,6 +353,8 @@ struct Client::Impl {
                   : 1;
     auto backoff = options.initial_backoff;
     thread_local std::minstd_rand rng(std::random_device{}());
+    if (!token_problem.empty())
+      return Error(static_cast<int>(grpc::StatusCode::UNAUTHENTICATED), token_problem);
     for (int i = 1;; ++i) {
       grpc::ClientContext ctx;
       prepare(ctx, deadline);
@@ -628,6 +648,47 @@ std::unique_ptr<Stream> Client::stream(const StreamOptions& options) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   impl_->prepare(*ctx, std::chrono::system_clock::now() + d);
   return detail::open_stream(*impl_->jobs, std::move(ctx), options);
+}
+
+bool is_unix_address(const std::string& address) {
+  return address.rfind("unix:", 0) == 0 || address.rfind("unix-abstract:", 0) == 0 ||
+         (!address.empty() && address.front() == '/');
+}
+
+std::string token_transport_problem(const ClientOptions& o) {
+  if (o.bearer_token.empty() || o.tls.enabled || o.allow_insecure_token ||
+      is_unix_address(o.address))
+    return "";
+  return "the bearer token is not sent to " + o.address +
+         " over plaintext TCP, where anyone on the path could read it: use TLS (--tls-ca), a "
+         "unix: socket address, or, if a TLS-terminating proxy on this host forwards the "
+         "call, --insecure-token (ClientOptions::allow_insecure_token)";
+}
+
+Result<std::string> read_token_file(const std::string& path) {
+  auto usage = [](std::string m) {
+    return Error(static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT), std::move(m));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return usage("cannot read the token file '" + path + "' (" + std::strerror(errno) +
+                 "); check the path");
+  if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0)
+    return usage("the token file '" + path + "' can be read by other users; run `chmod 600 " +
+                 path + "`");
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!in || !std::getline(in, line))
+    return usage("the token file '" + path +
+                 "' is empty or unreadable; put the token printed by "
+                 "`tpoolctl token create` on its first line");
+  auto first = line.find_first_not_of(" \t\r");
+  auto last = line.find_last_not_of(" \t\r");
+  if (first == std::string::npos)
+    return usage("the token file '" + path +
+                 "' has an empty first line; put the token printed "
+                 "by `tpoolctl token create` there");
+  return line.substr(first, last - first + 1);
 }
 
 }  // namespace tpool::client

@@ -1,10 +1,13 @@
 // The Stream session over the synchronous bidi API: the caller's threads
 // write, one owned reader thread reads (invariants (1)-(3) in stream.h).
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
+// Before any gRPC header: absl/base/internal/thread_annotations.h (pulled in
+// by gRPC) defines GUARDED_BY & co. again without #ifndef; after ours it is a
+// silent redefinition in a system header, before ours a -Werror one.
+#include "tpool/common/mutex.h"
+//
 #include "internal.h"
 
 namespace tpool::client::detail {
@@ -29,7 +32,7 @@ class StreamImpl final : public Stream {
   bool send(const std::vector<Job>& jobs) override {
     tpool::v1::JobBatch batch;
     for (const auto& j : jobs) *batch.add_jobs() = to_proto(j);
-    std::lock_guard lock(write_mu_);  // (1)
+    tpool::MutexLock lock(write_mu_);  // (1)
     if (send_closed_) return false;
     if (!rw_->Write(batch)) {
       send_closed_ = true;  // the call ended; finish() has the status
@@ -39,15 +42,16 @@ class StreamImpl final : public Stream {
   }
 
   void close_send() override {
-    std::lock_guard lock(write_mu_);  // (1)
+    tpool::MutexLock lock(write_mu_);  // (1)
     if (send_closed_) return;
     send_closed_ = true;
     (void)rw_->WritesDone();
   }
 
   std::optional<JobResult> next(std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(queue_mu_);
-    queue_cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || read_done_; });
+    tpool::MutexLock lock(queue_mu_);
+    queue_cv_.wait_for(lock, timeout,
+                       [this]() REQUIRES(queue_mu_) { return !queue_.empty() || read_done_; });
     if (queue_.empty()) return std::nullopt;
     JobResult r = std::move(queue_.front());
     queue_.pop_front();
@@ -55,7 +59,7 @@ class StreamImpl final : public Stream {
   }
 
   bool ended() const override {
-    std::lock_guard lock(queue_mu_);
+    tpool::MutexLock lock(queue_mu_);
     return read_done_ && queue_.empty();
   }
 
@@ -79,14 +83,14 @@ class StreamImpl final : public Stream {
         if (on_result_) {
           on_result_(from_proto(r));  // (2) one at a time, on this thread
         } else {
-          std::lock_guard lock(queue_mu_);
+          tpool::MutexLock lock(queue_mu_);
           queue_.push_back(from_proto(r));
           queue_cv_.notify_one();
         }
       }
     }
     {
-      std::lock_guard lock(queue_mu_);
+      tpool::MutexLock lock(queue_mu_);
       read_done_ = true;
       queue_cv_.notify_all();
     }
@@ -99,13 +103,13 @@ class StreamImpl final : public Stream {
   std::unique_ptr<grpc::ClientReaderWriter<tpool::v1::JobBatch, tpool::v1::ResultBatch>> rw_;
   std::thread reader_;
 
-  std::mutex write_mu_;
-  bool send_closed_ = false;  // guarded by write_mu_
+  tpool::Mutex write_mu_;
+  bool send_closed_ GUARDED_BY(write_mu_) = false;
 
-  mutable std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<JobResult> queue_;  // guarded by queue_mu_
-  bool read_done_ = false;       // guarded by queue_mu_
+  mutable tpool::Mutex queue_mu_;
+  tpool::CondVar queue_cv_;
+  std::deque<JobResult> queue_ GUARDED_BY(queue_mu_);
+  bool read_done_ GUARDED_BY(queue_mu_) = false;
 
   // finish() is called by the owner only (not concurrently with itself).
   bool finished_ = false;

@@ -118,7 +118,7 @@ const std::vector<Command>& commands() {
 const std::vector<Option> kGlobal = {
     {"--address", "HOST:PORT",
      "tpoold's address (default $TPOOL_ADDRESS, else 127.0.0.1:50051); several replicas: "
-     "IP:PORT,IP:PORT,... or dns:///NAME:PORT (round_robin)"},
+     "IP:PORT,IP:PORT,... or dns:///NAME:PORT (round_robin); a Unix socket: unix:/PATH"},
     {"--deadline", "DUR", "deadline of each call (default 30s; drain: 5m)"},
     {"--json", nullptr, "print JSON instead of text"},
     {"--tls", nullptr, "use TLS (system roots unless --tls-ca)"},
@@ -126,6 +126,11 @@ const std::vector<Option> kGlobal = {
     {"--tls-cert", "FILE", "PEM client certificate chain, for mutual TLS (implies --tls)"},
     {"--tls-key", "FILE", "PEM private key of --tls-cert"},
     {"--tls-server-name", "NAME", "check the daemon's certificate against NAME"},
+    {"--token-file", "FILE",
+     "bearer token to authenticate with, first line of FILE, mode 0600 (default "
+     "$TPOOL_TOKEN_FILE); sent only over TLS or a unix: socket"},
+    {"--insecure-token", nullptr,
+     "send the token over plaintext TCP too (only behind a TLS-terminating proxy on this host)"},
     {"--help", nullptr, "help (also: tpoolctl help COMMAND)"},
 };
 
@@ -188,7 +193,10 @@ int run(int argc, char** argv) {
   a.client.max_attempts = 3;
   std::vector<std::string> rest;
   bool help = false;
-  std::string tls_ca, tls_cert, tls_key;
+  std::string tls_ca, tls_cert, tls_key, token_file;
+  if (const char* env = std::getenv("TPOOL_TOKEN_FILE"); env != nullptr && *env != '\0') {
+    token_file = env;
+  }
   // Global options first, wherever they are; the rest belongs to the command.
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -242,7 +250,16 @@ int run(int argc, char** argv) {
       tls_key = value;
     } else if (arg == "--tls-server-name") {
       a.client.tls.server_name_override = value;
+    } else if (arg == "--token-file") {
+      token_file = value;
+    } else if (arg == "--insecure-token") {
+      a.client.allow_insecure_token = true;
     }
+  }
+  if (tls_cert.empty() != tls_key.empty()) {
+    std::cerr << "tpoolctl: --tls-cert and --tls-key go together (the client certificate and its "
+                 "private key); give both or neither\n";
+    return kUsage;
   }
   for (auto [path, field] : {std::pair{&tls_ca, &a.client.tls.root_certs_pem},
                              std::pair{&tls_cert, &a.client.tls.cert_chain_pem},
@@ -255,6 +272,19 @@ int run(int argc, char** argv) {
     }
     *field = *text;
     a.client.tls.enabled = true;
+  }
+  if (!token_file.empty()) {
+    // The token itself is never printed: errors name the file only.
+    auto token = tpool::client::read_token_file(token_file);
+    if (!token.ok()) {
+      std::cerr << "tpoolctl: " << token.error().message() << "\n";
+      return kUsage;
+    }
+    a.client.bearer_token = token.value();
+    if (auto why = tpool::client::token_transport_problem(a.client); !why.empty()) {
+      std::cerr << "tpoolctl: " << why << "\n";
+      return kUsage;
+    }
   }
 
   if (rest.empty()) {

@@ -207,8 +207,20 @@ struct ClientOptions {
   // or several replicas: IP:port,IP:port,... (IPv4 or [IPv6] literals), which
   // becomes gRPC's ipv4:/ipv6: target. Several addresses and dns: targets use
   // the round_robin load-balancing policy; one host:port keeps pick_first.
+  // A Unix socket: "unix:/run/tpoold/admin.sock" (absolute path),
+  // "unix:relative/path", "unix-abstract:name", or just an absolute path
+  // ("/run/tpoold/admin.sock", taken as unix:). One socket, not a list.
   std::string address = "127.0.0.1:50051";
   TlsOptions tls;
+  // A bearer token (`tpoolctl token create` prints one), sent with every call
+  // as the metadata `authorization: Bearer <token>`. Never printed and never
+  // part of an Error. It is sent only where nobody on the path can read it:
+  // with TLS on, or to a unix: socket; to a plaintext TCP address only with
+  // allow_insecure_token (e.g. behind a TLS-terminating proxy on the same
+  // host). Otherwise every call fails with UNAUTHENTICATED before anything
+  // is sent (token_transport_problem() says why).
+  std::string bearer_token;
+  bool allow_insecure_token = false;
   // The deadline of a call whose CallOptions leaves it at 0.
   std::chrono::milliseconds default_deadline{30'000};
   // Message size limit both ways (tpoold's server.max_message_bytes defaults to 4 MiB).
@@ -302,6 +314,16 @@ class Client {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Why bearer_token would not be sent with these options ("" when it would, or
+// when there is no token): a sentence naming the address and what to do.
+std::string token_transport_problem(const ClientOptions& options);
+// Whether the address is a Unix socket (unix:, unix-abstract:, or a path).
+bool is_unix_address(const std::string& address);
+// Reads a token file: the token on its first line (surrounding whitespace
+// dropped). A file that others can read is refused (chmod 600), as is an
+// empty one. The Error never contains the file's contents.
+Result<std::string> read_token_file(const std::string& path);
 
 // Conversions to and from the wire types, for code that mixes the two.
 tpool::v1::JobRequest to_proto(const Job& job);

@@ -147,7 +147,7 @@ std::uint64_t Daemon::plugin_reloads() const {
 }
 
 bool Daemon::reload_plugins(std::string* sentence) {
-  std::lock_guard lock(reload_mu_);
+  tpool::MutexLock lock(reload_mu_);
   Notifier n;
   n.reloading();
   Status s = host_->reload();
@@ -167,7 +167,7 @@ bool Daemon::reload_plugins(std::string* sentence) {
 
 void Daemon::shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
                       std::function<void(const DrainOutcome&)> done) {
-  std::lock_guard lock(request_mu_);
+  tpool::MutexLock lock(request_mu_);
   if (!shutdown_requested_) {
     drain_timeout_ =
         timeout.count() > 0 ? timeout : std::chrono::milliseconds(config_.server.drain_timeout_ms);
@@ -319,7 +319,7 @@ void Daemon::serve() {
       (void)reload_plugins(&sentence);
     }
     {
-      std::lock_guard lock(request_mu_);
+      tpool::MutexLock lock(request_mu_);
       if (shutdown_requested_) return;
     }
     auto now = std::chrono::steady_clock::now();
@@ -352,7 +352,7 @@ void Daemon::drain() {
   std::chrono::milliseconds timeout;
   bool cancel = false;
   {
-    std::lock_guard lock(request_mu_);
+    tpool::MutexLock lock(request_mu_);
     timeout = drain_timeout_;
     cancel = cancel_requested_;
   }
@@ -375,7 +375,7 @@ void Daemon::drain() {
       std::string sentence;
       (void)reload_plugins(&sentence);
     }
-    std::lock_guard lock(request_mu_);
+    tpool::MutexLock lock(request_mu_);
     cancel = cancel || cancel_requested_;
     engine_->expire();
   }
@@ -433,7 +433,7 @@ void Daemon::drain() {
   stuck_handlers_ = stuck;
   std::vector<std::function<void(const DrainOutcome&)>> waiters;
   {
-    std::lock_guard lock(request_mu_);
+    tpool::MutexLock lock(request_mu_);
     waiters.swap(drain_waiters_);
   }
   for (auto& w : waiters) w(outcome);

@@ -2,13 +2,13 @@
 // the job; the others answer at once.
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "convert.h"
 #include "parse.h"
+#include "tpool/common/mutex.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
@@ -36,7 +36,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   // After submitting (or finding) the job: waits for it, or answers now.
   void watch(std::shared_ptr<engine::Job> job, bool owns, bool will_notify) {
     {
-      std::lock_guard lock(mu_);
+      tpool::MutexLock lock(mu_);
       job_ = job;
       owns_ = owns;
     }
@@ -66,7 +66,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
     std::shared_ptr<engine::Job> job;
     bool owns = false;
     {
-      std::lock_guard lock(mu_);
+      tpool::MutexLock lock(mu_);
       job = job_;
       owns = owns_;
     }
@@ -88,9 +88,9 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   const std::uint64_t max_reply_bytes_;
   const std::chrono::system_clock::time_point call_deadline_;
   std::atomic<int> refs_{2};
-  std::mutex mu_;
-  std::shared_ptr<engine::Job> job_;  // guarded by mu_
-  bool owns_ = false;                 // guarded by mu_
+  tpool::Mutex mu_;
+  std::shared_ptr<engine::Job> job_ GUARDED_BY(mu_);
+  bool owns_ GUARDED_BY(mu_) = false;
 };
 
 grpc::ServerUnaryReactor* finish_now(grpc::CallbackServerContext* ctx, const grpc::Status& s) {

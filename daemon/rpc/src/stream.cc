@@ -68,13 +68,13 @@
 #include <cassert>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "convert.h"
 #include "parse.h"
 #include "stream_state.h"
+#include "tpool/common/mutex.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
@@ -90,13 +90,19 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     svc_.streams_total.fetch_add(1, std::memory_order_relaxed);
     if (svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams) {
       svc_.streams_rejected.fetch_add(1, std::memory_order_relaxed);
-      transition(StreamState::kHeld, StreamState::kFinished);  // nobody sees it yet (S1)
+      {
+        tpool::MutexLock lock(mu_);  // nobody else sees the reactor yet; for the analysis (S1)
+        transition(StreamState::kHeld, StreamState::kFinished);
+      }
       Finish(to_status(Refusal::kExhausted,
                        std::to_string(svc_.limits().max_streams) +
                            " streams are open (server.max_streams); close one or retry later"));
       return;
     }
-    transition(StreamState::kHeld, StreamState::kReading);  // as above
+    {
+      tpool::MutexLock lock(mu_);  // as above
+      transition(StreamState::kHeld, StreamState::kReading);
+    }
     StartRead(&in_bytes_);
   }
 
@@ -113,7 +119,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     const bool parsed = ok && parse_bytes(in_bytes_, batch);
     Actions a;
     {
-      std::lock_guard lock(mu_);  // (S1)
+      tpool::MutexLock lock(mu_);  // (S1)
       next_item_ = 0;
       in_.Clear();
       if (state_ == StreamState::kGoneReading) {
@@ -145,7 +151,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void OnWriteDone(bool ok) override {
     Actions a;
     {
-      std::lock_guard lock(mu_);
+      tpool::MutexLock lock(mu_);
       writing_ = false;
       unbuffer_locked(out_bytes_size_);  // (S8) written, or never will be
       out_count_ = 0;
@@ -163,7 +169,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     cancelled_.store(true, std::memory_order_relaxed);
     Actions a;
     {
-      std::lock_guard lock(mu_);
+      tpool::MutexLock lock(mu_);
       client_gone_locked();
       decide_locked(a);
     }
@@ -176,7 +182,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void on_capacity() override {
     Actions a;
     {
-      std::lock_guard lock(mu_);
+      tpool::MutexLock lock(mu_);
       if (state_ == StreamState::kGoneWaitingCapacity) {
         transition(StreamState::kGoneWaitingCapacity, StreamState::kGone);
       } else {
@@ -224,10 +230,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     std::uint64_t bytes;
   };
 
-  std::uint64_t unsent() const { return pending_.size() + out_count_; }
+  std::uint64_t unsent() const REQUIRES(mu_) { return pending_.size() + out_count_; }
 
   // (S9) The one way state_ changes.
-  void transition(StreamState from, StreamState to) {
+  void transition(StreamState from, StreamState to) REQUIRES(mu_) {
     if (auto bug = check_transition(state_, from, to)) {
       spdlog::critical("{}", *bug);
       assert(false && "illegal Stream state transition (S9)");
@@ -237,7 +243,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   // OnCancel or a failed write: nobody will read the results (S8).
-  void client_gone_locked() {
+  void client_gone_locked() REQUIRES(mu_) {
     switch (state_) {
       case StreamState::kReading:
         transition(StreamState::kReading, StreamState::kGoneReading);
@@ -259,7 +265,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   // (S3) How many more jobs the stream may start now (0: none).
-  std::uint64_t room_locked() const {
+  std::uint64_t room_locked() const REQUIRES(mu_) {
     const RpcLimits& l = svc_.limits();
     const std::uint64_t used = in_flight_ + unsent();
     if (used >= l.stream_window) return 0;
@@ -276,7 +282,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // Submit the waiting items of in_, in order, while the stream has room and
   // the engine takes them (S3): each run of well-formed items as one engine
   // batch (one handler lookup per name, one pool submit_batch).
-  void pump_locked() {
+  void pump_locked() REQUIRES(mu_) {
     if (client_gone(state_)) {  // nobody will read the results
       next_item_ = in_.jobs_size();
       return;
@@ -343,7 +349,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // (S3) Slots came free (results written or jobs ended). Refill only once a
   // batch's worth is free (a quarter of the window, or all that waits), so
   // the stream submits in batches rather than one job per result written.
-  void refill_locked() {
+  void refill_locked() REQUIRES(mu_) {
     const std::uint64_t window = svc_.limits().stream_window;
     const std::uint64_t waiting =
         static_cast<std::uint64_t>(std::max(0, in_.jobs_size() - next_item_));
@@ -354,7 +360,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     }
   }
 
-  void add_error(std::uint64_t tag, const engine::Error& err) {
+  void add_error(std::uint64_t tag, const engine::Error& err) REQUIRES(mu_) {
     auto r = std::make_unique<tpool::v1::JobResult>();
     r->set_tag(tag);
     r->set_code(code_number(err));
@@ -362,24 +368,24 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     add_pending_locked(std::move(r));
   }
 
-  void add_pending_locked(std::unique_ptr<tpool::v1::JobResult> r) {
+  void add_pending_locked(std::unique_ptr<tpool::v1::JobResult> r) REQUIRES(mu_) {
     const std::uint64_t bytes = batch_entry_bytes(*r);
     buffer_locked(bytes);
     pending_.push_back({std::move(r), bytes});
   }
 
   // (S8) Count bytes held here in the stream's and the service's totals.
-  void buffer_locked(std::uint64_t bytes) {
+  void buffer_locked(std::uint64_t bytes) REQUIRES(mu_) {
     buffered_bytes_ += bytes;
     largest_result_ = std::max(largest_result_, bytes);
     svc_.stream_buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);  // a gauge
   }
-  void unbuffer_locked(std::uint64_t bytes) {
+  void unbuffer_locked(std::uint64_t bytes) REQUIRES(mu_) {
     buffered_bytes_ -= bytes;
     svc_.stream_buffered_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   }
 
-  void drop_pending_locked() {
+  void drop_pending_locked() REQUIRES(mu_) {
     std::uint64_t bytes = 0;
     for (const Unsent& u : pending_) bytes += u.bytes;
     pending_.clear();
@@ -388,7 +394,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   // What to start now (S1, S2, S9).
-  void decide_locked(Actions& a) {
+  void decide_locked(Actions& a) REQUIRES(mu_) {
     if (state_ == StreamState::kFinished) return;
     const bool items_waiting = next_item_ < in_.jobs_size();
     if (!writing_ && !client_gone(state_) && !pending_.empty()) {
@@ -438,7 +444,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     Actions a;
     std::uint64_t n = 0;
     {
-      std::lock_guard lock(mu_);
+      tpool::MutexLock lock(mu_);
       Ended* list = ended_.exchange(nullptr, std::memory_order_acquire);  // (S5)
       Ended* in_order = nullptr;  // the list is newest first: reverse it
       while (list != nullptr) {
@@ -504,22 +510,24 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   ResultBatch out_batch_;               // (S2) the message being written, before act()
   grpc::ByteBuffer out_bytes_;          // (S2) ... and as gRPC writes it
 
-  std::mutex mu_;
-  JobBatch in_;  // the upstream message being submitted (S3)
+  tpool::Mutex mu_;              // (S1) guards everything below
+  JobBatch in_ GUARDED_BY(mu_);  // the upstream message being submitted (S3)
   // Scratch for pump_locked, kept to reuse their memory.
-  std::vector<engine::JobSpec> specs_;
-  std::vector<engine::Engine::SubmitResult> results_;
-  int next_item_ = 0;                           // its first item not yet submitted
-  std::uint64_t messages_read_ = 0;             // upstream messages parsed (S7)
-  std::deque<Unsent> pending_;                  // results gathering (S2)
-  std::uint64_t out_count_ = 0;                 // results in the message being written (S2, S3)
-  std::uint64_t out_bytes_size_ = 0;            // ... and their bytes (S8)
-  std::uint64_t buffered_bytes_ = 0;            // pending_ + the message being written (S3, S8)
-  std::uint64_t largest_result_ = 0;            // the largest result entry so far (S3)
-  std::uint64_t in_flight_ = 0;                 // this stream's jobs not yet reported
-  StreamState state_ = StreamState::kHeld;      // (S9)
-  bool writing_ = false;                        // (S2) the one write is outstanding
-  grpc::Status end_status_ = grpc::Status::OK;  // kInputClosed's status: OK, or why (S7)
+  std::vector<engine::JobSpec> specs_ GUARDED_BY(mu_);
+  std::vector<engine::Engine::SubmitResult> results_ GUARDED_BY(mu_);
+  int next_item_ GUARDED_BY(mu_) = 0;                // its first item not yet submitted
+  std::uint64_t messages_read_ GUARDED_BY(mu_) = 0;  // upstream messages parsed (S7)
+  std::deque<Unsent> pending_ GUARDED_BY(mu_);       // results gathering (S2)
+  std::uint64_t out_count_ GUARDED_BY(mu_) = 0;  // results in the message being written (S2, S3)
+  std::uint64_t out_bytes_size_ GUARDED_BY(mu_) = 0;  // ... and their bytes (S8)
+  std::uint64_t buffered_bytes_ GUARDED_BY(mu_) =
+      0;  // pending_ + the message being written (S3, S8)
+  std::uint64_t largest_result_ GUARDED_BY(mu_) = 0;        // the largest result entry so far (S3)
+  std::uint64_t in_flight_ GUARDED_BY(mu_) = 0;             // this stream's jobs not yet reported
+  StreamState state_ GUARDED_BY(mu_) = StreamState::kHeld;  // (S9)
+  bool writing_ GUARDED_BY(mu_) = false;                    // (S2) the one write is outstanding
+  // kInputClosed's status: OK, or why (S7).
+  grpc::Status end_status_ GUARDED_BY(mu_) = grpc::Status::OK;
 };
 
 }  // namespace

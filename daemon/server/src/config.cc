@@ -10,7 +10,6 @@
 #include <limits>
 #include <map>
 #include <sstream>
-#include <thread>
 
 namespace tpool::server {
 namespace {
@@ -221,14 +220,16 @@ std::string DaemonConfig::replica_id() const {
 
 tpool::Config DaemonConfig::pool_config() const {
   tpool::Config c;
-  std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  std::size_t core_workers = pool.max_threads != 0 ? pool.max_threads : cores;
-  // The blocking lane's workers come on top of the CPU workers, so a blocking
-  // handler never takes a core's worker away.
-  if (pool.scheduler == "lane_extension") core_workers += pool.blocking_workers;
-  c.max_threads = core_workers;
-  c.min_threads =
-      pool.min_threads != 0 ? std::min<std::size_t>(pool.min_threads, core_workers) : core_workers;
+  // The CPU workers: pool.max_threads, or the pool's own default for 0 (one
+  // per core, Config::resolved(): computed there and nowhere else).
+  c.max_threads = pool.max_threads;
+  const std::size_t cpu_workers = c.resolved().max_threads;
+  // Daemon policy: the blocking lane's workers come on top of the CPU
+  // workers, so a blocking handler never takes a core's worker away.
+  const std::size_t extra = pool.scheduler == "lane_extension" ? pool.blocking_workers : 0;
+  c.max_threads = cpu_workers + extra;
+  // 0 stays 0: the pool starts every worker (Config::resolved()).
+  c.min_threads = std::min<std::size_t>(pool.min_threads, c.max_threads);
   c.queue_capacity = pool.queue_capacity;
   c.local_queue_capacity = pool.local_queue_capacity;
   c.queue_kind = pool.queue == "chase_lev" ? QueueKind::kChaseLev : QueueKind::kRing;
@@ -246,6 +247,31 @@ tpool::Config DaemonConfig::pool_config() const {
   c.max_overflow_workers = pool.watchdog_interval_ms == 0 ? 0 : pool.max_overflow_workers;
   c.name = "tpoold";
   return c;
+}
+
+engine::EngineLimits DaemonConfig::engine_limits() const {
+  engine::EngineLimits l;
+  l.max_payload_bytes = server.max_payload_bytes;
+  l.max_inflight_jobs = server.max_inflight_jobs;
+  l.retention = std::chrono::milliseconds(results.retention_ms);
+  l.max_retained_bytes = results.max_bytes;
+  l.max_retained_entries = results.max_entries;
+  l.cancel_grace = std::chrono::milliseconds(server.cancel_grace_ms);
+  return l;
+}
+
+plugin_host::HostConfig DaemonConfig::host_config() const {
+  plugin_host::HostConfig h;
+  h.dirs = plugins.dirs;
+  h.abort_on_load_error = plugins.abort_on_load_error;
+  for (const auto& [name, text] : plugins.config) h.plugin_config[name] = text;
+  h.max_output_bytes = server.max_output_bytes;
+  return h;
+}
+
+rpc::RpcLimits DaemonConfig::rpc_limits() const {
+  return {server.max_streams, server.stream_window, server.max_message_bytes,
+          server.stream_buffer_bytes};
 }
 
 Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin) {

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "tpool/engine/engine.h"
+#include "tpool/plugin_host/host.h"
 #include "tpool/pool.h"
+#include "tpool/rpc/limits.h"
 
 namespace tpool::server {
 
@@ -40,8 +43,7 @@ struct ServerSection {
 
 // Room a reply keeps beyond a job's output (the gRPC frame and the result's
 // other fields): max_output_bytes may be at most max_message_bytes minus this.
-// The same value as tpool::rpc::kReplyHeadroomBytes (daemon.cc checks).
-inline constexpr std::uint64_t kOutputHeadroomBytes = 16u << 10;
+inline constexpr std::uint64_t kOutputHeadroomBytes = rpc::kReplyHeadroomBytes;
 
 struct PoolSection {
   std::uint64_t min_threads = 0;  // 0: one per core
@@ -100,8 +102,13 @@ struct DaemonConfig {
 
   // Checks every value; the error names the key, its value and the range.
   Status validate() const;
-  // The pool's Config for this daemon config (validate() first).
+  // Each component's config, translated from this one in one function per
+  // component (validate() first). Wiring that is not configuration (log
+  // sinks, thread hooks) is the caller's.
   tpool::Config pool_config() const;
+  engine::EngineLimits engine_limits() const;
+  plugin_host::HostConfig host_config() const;
+  rpc::RpcLimits rpc_limits() const;
   // server.replica_id, or the host name (gethostname) when it is empty.
   std::string replica_id() const;
 };

@@ -147,7 +147,7 @@ std::uint64_t Daemon::plugin_reloads() const {
 }
 
 bool Daemon::reload_plugins(std::string* sentence) {
-  std::lock_guard lock(reload_mu_);
+  tpool::MutexLock lock(reload_mu_);
   Notifier n;
   n.reloading();
   Status s = host_->reload();
@@ -167,7 +167,7 @@ bool Daemon::reload_plugins(std::string* sentence) {
 
 void Daemon::shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
                       std::function<void(const DrainOutcome&)> done) {
-  std::lock_guard lock(request_mu_);
+  tpool::MutexLock lock(request_mu_);
   if (!shutdown_requested_) {
     drain_timeout_ =
         timeout.count() > 0 ? timeout : std::chrono::milliseconds(config_.server.drain_timeout_ms);
@@ -205,11 +205,7 @@ int Daemon::run() {
 }
 
 int Daemon::start() {
-  plugin_host::HostConfig hc;
-  hc.dirs = config_.plugins.dirs;
-  hc.abort_on_load_error = config_.plugins.abort_on_load_error;
-  for (const auto& [name, text] : config_.plugins.config) hc.plugin_config[name] = text;
-  hc.max_output_bytes = config_.server.max_output_bytes;
+  plugin_host::HostConfig hc = config_.host_config();
   hc.log_sink = [](plugin_host::LogLevel level, std::string_view plugin, std::string_view msg) {
     auto l = level == plugin_host::LogLevel::kError  ? spdlog::level::err
              : level == plugin_host::LogLevel::kWarn ? spdlog::level::warn
@@ -236,22 +232,11 @@ int Daemon::start() {
   }
   pool_ = std::move(pool).value();
 
-  engine::EngineLimits limits;
-  limits.max_payload_bytes = config_.server.max_payload_bytes;
-  limits.max_inflight_jobs = config_.server.max_inflight_jobs;
-  limits.retention = std::chrono::milliseconds(config_.results.retention_ms);
-  limits.max_retained_bytes = config_.results.max_bytes;
-  limits.max_retained_entries = config_.results.max_entries;
-  limits.cancel_grace = std::chrono::milliseconds(config_.server.cancel_grace_ms);
+  engine::EngineLimits limits = config_.engine_limits();
   limits.thread_init = &crash_handler_thread_init;
   engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
-  jobs_ = std::make_unique<rpc::JobServiceImpl>(
-      *engine_,
-      rpc::RpcLimits{config_.server.max_streams, config_.server.stream_window,
-                     config_.server.max_message_bytes, config_.server.stream_buffer_bytes},
-      config_.replica_id());
-  static_assert(kOutputHeadroomBytes == rpc::kReplyHeadroomBytes,
-                "the config check and the rpc layer must keep the same reply headroom");
+  jobs_ =
+      std::make_unique<rpc::JobServiceImpl>(*engine_, config_.rpc_limits(), config_.replica_id());
   admin_ = std::make_unique<rpc::AdminServiceImpl>(*engine_, *jobs_, *this, TPOOL_VERSION);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -334,7 +319,7 @@ void Daemon::serve() {
       (void)reload_plugins(&sentence);
     }
     {
-      std::lock_guard lock(request_mu_);
+      tpool::MutexLock lock(request_mu_);
       if (shutdown_requested_) return;
     }
     auto now = std::chrono::steady_clock::now();
@@ -367,7 +352,7 @@ void Daemon::drain() {
   std::chrono::milliseconds timeout;
   bool cancel = false;
   {
-    std::lock_guard lock(request_mu_);
+    tpool::MutexLock lock(request_mu_);
     timeout = drain_timeout_;
     cancel = cancel_requested_;
   }
@@ -390,7 +375,7 @@ void Daemon::drain() {
       std::string sentence;
       (void)reload_plugins(&sentence);
     }
-    std::lock_guard lock(request_mu_);
+    tpool::MutexLock lock(request_mu_);
     cancel = cancel || cancel_requested_;
     engine_->expire();
   }
@@ -448,7 +433,7 @@ void Daemon::drain() {
   stuck_handlers_ = stuck;
   std::vector<std::function<void(const DrainOutcome&)>> waiters;
   {
-    std::lock_guard lock(request_mu_);
+    tpool::MutexLock lock(request_mu_);
     waiters.swap(drain_waiters_);
   }
   for (auto& w : waiters) w(outcome);

@@ -27,12 +27,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "config.h"
 #include "phase.h"
+#include "tpool/common/mutex.h"
 #include "tpool/engine/engine.h"
 #include "tpool/plugin_host/host.h"
 #include "tpool/rpc/services.h"
@@ -68,14 +68,14 @@ class Daemon final : public rpc::Lifecycle {
   std::string state() const override;
   std::chrono::milliseconds uptime() const override;
   std::uint64_t plugin_reloads() const override;
-  bool reload_plugins(std::string* sentence) override;
+  bool reload_plugins(std::string* sentence) override EXCLUDES(reload_mu_);
   void shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
-                std::function<void(const DrainOutcome&)> done) override;
+                std::function<void(const DrainOutcome&)> done) override EXCLUDES(request_mu_);
 
  private:
   int start();
-  void serve();
-  void drain();
+  void serve() EXCLUDES(request_mu_, reload_mu_);
+  void drain() EXCLUDES(request_mu_, reload_mu_);
   void stop();
   // phase_.transition, and a critical log line when it is refused (a bug).
   void move_to(Phase from, Phase to);
@@ -84,14 +84,16 @@ class Daemon final : public rpc::Lifecycle {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   PhaseCell phase_;  // main thread moves it (phase.h, P1)
   std::atomic<std::uint64_t> reloads_{0};
-  std::mutex reload_mu_;  // serialises SIGHUP and ReloadPlugins
+  // Serialises SIGHUP and ReloadPlugins: held across host_->reload() and the
+  // RELOADING=1 / READY=1 pair around it (it guards a sequence, not a field).
+  tpool::Mutex reload_mu_;
 
   // A shutdown request from AdminService (the main thread polls it).
-  std::mutex request_mu_;
-  bool shutdown_requested_ = false;                                      // by request_mu_
-  bool cancel_requested_ = false;                                        // by request_mu_
-  std::chrono::milliseconds drain_timeout_{0};                           // by request_mu_
-  std::vector<std::function<void(const DrainOutcome&)>> drain_waiters_;  // by request_mu_
+  tpool::Mutex request_mu_;
+  bool shutdown_requested_ GUARDED_BY(request_mu_) = false;
+  bool cancel_requested_ GUARDED_BY(request_mu_) = false;
+  std::chrono::milliseconds drain_timeout_ GUARDED_BY(request_mu_){0};
+  std::vector<std::function<void(const DrainOutcome&)>> drain_waiters_ GUARDED_BY(request_mu_);
 
   std::size_t stuck_handlers_ = 0;  // main thread only: set by drain()
 

@@ -15,6 +15,17 @@
 #define TPOOL_TSA(x)
 #endif
 
+// Abseil's legacy absl/base/internal/thread_annotations.h (reached through
+// gRPC's headers) defines GUARDED_BY, PT_GUARDED_BY, ACQUIRED_AFTER,
+// ACQUIRED_BEFORE and NO_THREAD_SAFETY_ANALYSIS unconditionally, with the
+// same attributes. Ours replace them when included after it; when included
+// before, its redefinition is in a system header, where it is not reported.
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef ACQUIRED_AFTER
+#undef ACQUIRED_BEFORE
+#undef NO_THREAD_SAFETY_ANALYSIS
+
 // On a class: it is a capability (a mutex) named `x` in diagnostics.
 #define CAPABILITY(x) TPOOL_TSA(capability(x))
 // On a class: an RAII object that holds a capability for its lifetime.

@@ -16,26 +16,11 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include "tpool/engine/engine.h"
+#include "tpool/rpc/limits.h"
 #include "tpool/v1/admin.grpc.pb.h"
 #include "tpool/v1/jobs.grpc.pb.h"
 
 namespace tpool::rpc {
-
-struct RpcLimits {
-  std::uint64_t max_streams = 1024;
-  std::uint64_t stream_window = 4096;  // jobs per Stream call: in flight or result unsent
-  // gRPC's send limit: no reply (a ResultBatch, a JobResult) is built larger.
-  std::uint64_t max_message_bytes = 4u << 20;
-  // Bytes of finished-but-unsent results one Stream call may hold before it
-  // stops taking jobs and reading (server.stream_buffer_bytes).
-  std::uint64_t stream_buffer_bytes = 16u << 20;
-};
-
-// Room kept in every reply for what is not a result's own bytes (the gRPC
-// frame, the ResultBatch and JobResult field headers). Picked by hand: the
-// envelope is tens of bytes; 16 KiB leaves room for the result's message and
-// fields added later. server.max_output_bytes must leave it (config check).
-inline constexpr std::uint64_t kReplyHeadroomBytes = 16u << 10;
 
 // Counters of the rpc layer; plain atomics, read through snapshot().
 struct RpcSnapshot {

@@ -12,7 +12,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/dev/null)
 
-.PHONY: help deps build release test test-dev format-check tsan tsa asan fuzz mutate bench bench-report run format tidy package clean
+.PHONY: help deps build release test test-dev format-check tsan tsa asan fuzz fuzz-targets mutate bench bench-report run format tidy package clean
 
 help:
 	@echo "make run           build (release) and start tpoold with the example plugins"
@@ -25,7 +25,9 @@ help:
 	@echo "make tsan | asan   build and test under ThreadSanitizer | Address+UB sanitizers"
 	@echo "make tsa           build with clang -Wthread-safety -Werror (part of make test)"
 	@echo "make fuzz          the pool's fuzz harness for longer: FUZZ_SECONDS (default 30) per seed"
-	@echo "                   family, 20 families; FUZZ_PRESET=tsan runs it under ThreadSanitizer"
+	@echo "                   family, 20 families; FUZZ_PRESET=tsan runs it under ThreadSanitizer;"
+	@echo "                   then the libFuzzer targets (fuzz preset: token file, config, plugin"
+	@echo "                   descriptor), their bounded ctest runs, then FUZZ_SECONDS each"
 	@echo "make mutate        mutation testing of the pool and queues (scripts/mutate.sh; slow)"
 	@echo "make format | format-check | tidy | package | clean"
 
@@ -79,6 +81,23 @@ fuzz: deps
 	$(CMAKE) --build --preset $(FUZZ_PRESET) -j $(JOBS) --target pool_fuzz_test
 	TPOOL_FUZZ_SECONDS=$(FUZZ_SECONDS) build/$(FUZZ_PRESET)/tests/fuzz/pool/pool_fuzz_test \
 	  --gtest_filter='Seeds/*'
+	$(MAKE) fuzz-targets
+
+# The libFuzzer targets of tests/fuzz/targets (issue 16, item 7): the bounded
+# runs ctest makes (fail on any finding), then FUZZ_SECONDS more each. New
+# inputs stay in build/fuzz/tests/fuzz/targets/work/<target>; a finding leaves
+# its reproducer in .../work/artifacts/ (copy it into tests/fuzz/corpus/<target>/
+# once fixed, and every build replays it).
+FUZZ_TARGETS = token_file config plugin_descriptor
+fuzz-targets: deps
+	$(CMAKE) --preset fuzz
+	$(CMAKE) --build --preset fuzz -j $(JOBS) $(addprefix --target fuzz_,$(FUZZ_TARGETS))
+	$(CTEST) --preset fuzz
+	for t in $(FUZZ_TARGETS); do \
+	  tests/fuzz/targets/run_fuzz.sh build/fuzz/tests/fuzz/targets/fuzz_$$t \
+	    build/fuzz/tests/fuzz/targets/work/$$t tests/fuzz/corpus/$$t -1 \
+	    -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 # Mutation testing (docs/algorithms.md, "Mutation testing"): not part of make test.
 mutate: deps

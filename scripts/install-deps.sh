@@ -15,11 +15,15 @@ BUILD=(
   prometheus-cpp-dev libspdlog-dev libsystemd-dev libtomlplusplus-dev libssl-dev
   dpkg-dev file
 )
-TOOLS=(clang-format clang-tidy)
+# clang 14 builds the tsa and fuzz presets; libclang-rt-14-dev holds libFuzzer
+# and the sanitizer runtimes clang links (-fsanitize=fuzzer,address,undefined).
+TOOLS=(clang-format clang-tidy clang-14 libclang-rt-14-dev)
 TEST=(
   libgtest-dev libgmock-dev libbenchmark-dev
   spin relacy-dev
   prometheus systemd python3 python3-yaml
+  # scripts/gen-test-certs.sh makes the TLS test certificates with it.
+  openssl
   # The container test (scripts/container-test.sh, ctest -L container): podman
   # with the runc runtime (crun refuses these VMs' hybrid cgroup layout),
   # catatonit as its init, debootstrap for the locally built base image.

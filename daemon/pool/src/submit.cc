@@ -158,6 +158,11 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       return Status::InvalidArgument("a task's fn is null; pass a function to run");
     }
   }
+  if (!o.cancels.empty() && o.cancels.size() < ts.size()) {
+    return Status::InvalidArgument("SubmitOptions::cancels has " +
+                                   std::to_string(o.cancels.size()) + " tokens for " +
+                                   std::to_string(ts.size()) + " tasks; give one per task or none");
+  }
   Worker* w = worker_of(this);
   Submitter* s = (w == nullptr && tls.sub_pool == this) ? tls.submitter : nullptr;
   detail::Counters& ctr = w ? w->counters : (s ? s->counters : ext);
@@ -217,7 +222,9 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
           // task that is running (perhaps nested in this very stack) and may
           // itself be waiting to submit. Run the new task here, inline
           // (caller-runs), so the pool always makes progress.
-          run_inline(w, ts[done], o, lane);
+          SubmitOptions one = o;  // this task's own token, if the batch has them
+          if (!o.cancels.empty()) one.cancel = o.cancels[done];
+          run_inline(w, ts[done], one, lane);
           ++done;
           continue;
         }
@@ -266,7 +273,7 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
       d.fn = t.fn;
       d.ctx = t.ctx;
       d.on_cancel = o.on_cancel;
-      d.cancel = o.cancel;
+      d.cancel = o.cancels.empty() ? o.cancel : o.cancels[done + i];
       d.wait_group = o.wait_group;
       d.lane = lane;
       d.waitable = o.waitable;

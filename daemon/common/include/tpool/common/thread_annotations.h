@@ -15,6 +15,16 @@
 #define TPOOL_TSA(x)
 #endif
 
+// Abseil (through gRPC) defines GUARDED_BY, PT_GUARDED_BY, ACQUIRED_AFTER,
+// ACQUIRED_BEFORE and NO_THREAD_SAFETY_ANALYSIS too, with the same meaning
+// (absl/base/internal/thread_annotations.h); a file that includes gRPC before
+// this header would see them redefined. Ours replace them.
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef ACQUIRED_AFTER
+#undef ACQUIRED_BEFORE
+#undef NO_THREAD_SAFETY_ANALYSIS
+
 // On a class: it is a capability (a mutex) named `x` in diagnostics.
 #define CAPABILITY(x) TPOOL_TSA(capability(x))
 // On a class: an RAII object that holds a capability for its lifetime.

@@ -23,8 +23,9 @@ namespace {
 
 class Child final : public plugin_host::JobServices {
  public:
-  Child(Engine& engine, Job& root, const plugin_host::HandlerRef& handler, std::string_view input)
-      : engine_(engine), root_(root), handler_(handler), input_(input) {}
+  Child(const plugin_host::Host& host, Job& root, const plugin_host::HandlerRef& handler,
+        std::string_view input)
+      : host_(host), root_(root), handler_(handler), input_(input) {}
 
   static void run(void* ctx) {
     auto& c = *static_cast<Child*>(ctx);
@@ -34,7 +35,7 @@ class Child final : public plugin_host::JobServices {
     }
     try {
       ThreadJobScope on_thread(c.handler_.name(), c.root_.id());  // for a crash report (T1)
-      c.result_ = c.engine_.host().invoke(c.handler_, c.input_, c);
+      c.result_ = c.host_.invoke(c.handler_, c.input_, c);
     } catch (const std::exception& ex) {
       c.result_.code = JobCode::kInternal;
       c.result_.message = std::string("the daemon failed while running a child job: ") + ex.what();
@@ -67,7 +68,7 @@ class Child final : public plugin_host::JobServices {
                                : "the parent job was cancelled before this child started";
   }
 
-  Engine& engine_;
+  const plugin_host::Host& host_;
   Job& root_;
   const plugin_host::HandlerRef& handler_;
   std::string_view input_;
@@ -93,7 +94,7 @@ std::vector<InvokeResult> Engine::run_children(Job& parent, std::string_view han
   children.reserve(inputs.size());
   tasks.reserve(inputs.size());
   for (std::string_view in : inputs) {
-    children.push_back(std::make_unique<Child>(*this, parent, ref, in));
+    children.push_back(std::make_unique<Child>(host_, parent, ref, in));
     tasks.push_back(Task{&Child::run, children.back().get()});
   }
   WaitGroup wg;

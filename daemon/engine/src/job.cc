@@ -36,13 +36,14 @@ std::int64_t now_ns() noexcept {
 }  // namespace
 
 Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
-         const std::atomic<bool>* group_cancel)
+         const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter)
     : engine_(engine),
       id_(id),
       spec_(std::move(spec)),
       handler_(std::move(handler)),
       lane_(lane),
-      group_cancel_(group_cancel) {
+      group_cancel_(group_cancel),
+      first_waiter_(first_waiter) {
   if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
 }
 
@@ -61,7 +62,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
   std::pair<DoneFn, void*> first{nullptr, nullptr};
   std::vector<std::pair<DoneFn, void*>> more;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (state_.load(std::memory_order_acquire) != from) return false;
     output_ = std::move(output);
     message_ = std::move(message);
@@ -77,7 +78,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
 }
 
 bool Job::add_waiter(DoneFn fn, void* user) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (final()) return false;  // (inv 3)
   if (first_waiter_.first == nullptr) {
     first_waiter_ = {fn, user};
@@ -88,7 +89,7 @@ bool Job::add_waiter(DoneFn fn, void* user) {
 }
 
 bool Job::remove_waiter(DoneFn fn, void* user) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (first_waiter_ == std::make_pair(fn, user)) {
     first_waiter_ = {nullptr, nullptr};
     return true;
@@ -103,8 +104,18 @@ void Job::cancel() {
   token_.cancel();
   // A queued job ends now; the pool sees the token when it dequeues the task
   // and calls on_cancel, which finds the job final and only releases it.
-  finish(JobState::kQueued, JobState::kCancelled, {},
-         "job " + std::to_string(id_) + " was cancelled before it started");
+  finish(JobState::kQueued, JobState::kCancelled, {}, unstarted_message(false));
+}
+
+std::string Job::unstarted_message(bool deadline) const {
+  if (deadline) {
+    return "job " + std::to_string(id_) + " (" + spec_.handler +
+           ") timed out while queued, before its handler started; raise its timeout or the "
+           "call's deadline, or submit less at once";
+  }
+  return "job " + std::to_string(id_) + " (" + spec_.handler +
+         ") was cancelled before its handler started (a cancel request, the caller went away, "
+         "or tpoold shut down)";
 }
 
 std::chrono::system_clock::time_point Job::accepted_wall() const noexcept {
@@ -134,7 +145,7 @@ std::chrono::microseconds Job::run_time() const noexcept {
 }
 
 std::pair<double, std::string> Job::progress_snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {progress_, progress_note_};
 }
 
@@ -197,7 +208,7 @@ void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {
 
 void Job::progress(double fraction, std::string_view note) noexcept {
   try {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     progress_ = fraction;
     progress_note_.assign(note);
   } catch (...) {  // bad_alloc for the note: keep the old one

@@ -22,15 +22,11 @@ namespace {
 // (T3) initial-exec: a signal handler reads it without __tls_get_addr.
 thread_local ThreadJob t_job __attribute__((tls_model("initial-exec")));
 
-struct Slot {
-  std::mutex mu;
-  std::vector<std::shared_ptr<Job>> stack;  // by mu: outermost first
-  bool free = false;                        // by Registry::mu
-};
+struct Slot;
 
 struct Registry {
-  std::mutex mu;
-  std::vector<Slot*> slots;  // by mu; append-only, never freed
+  Mutex mu;
+  std::vector<Slot*> slots GUARDED_BY(mu);  // append-only, never freed
 };
 
 Registry& registry() {
@@ -38,12 +34,18 @@ Registry& registry() {
   return *r;
 }
 
+struct Slot {
+  Mutex mu;
+  std::vector<std::shared_ptr<Job>> stack GUARDED_BY(mu);  // outermost first
+  bool free GUARDED_BY(registry().mu) = false;
+};
+
 // Gives the thread's slot back for reuse when the thread exits.
 struct SlotOwner {
   Slot* slot = nullptr;
   ~SlotOwner() {
     if (slot == nullptr) return;
-    std::lock_guard lock(registry().mu);
+    MutexLock lock(registry().mu);
     slot->free = true;
   }
 };
@@ -52,9 +54,8 @@ thread_local SlotOwner t_slot;
 Slot& my_slot(void (*thread_init)()) {
   if (t_slot.slot != nullptr) return *t_slot.slot;
   {
-    Registry& r = registry();
-    std::lock_guard lock(r.mu);
-    for (Slot* s : r.slots) {
+    MutexLock lock(registry().mu);
+    for (Slot* s : registry().slots) {
       if (s->free) {
         s->free = false;
         t_slot.slot = s;
@@ -62,8 +63,8 @@ Slot& my_slot(void (*thread_init)()) {
       }
     }
     if (t_slot.slot == nullptr) {
-      r.slots.push_back(new Slot);
-      t_slot.slot = r.slots.back();
+      registry().slots.push_back(new Slot);
+      t_slot.slot = registry().slots.back();
     }
   }
   if (thread_init != nullptr) thread_init();
@@ -95,14 +96,14 @@ ThreadJobScope::~ThreadJobScope() {
 
 void Engine::enter_running(const std::shared_ptr<Job>& job) {
   Slot& s = my_slot(limits_.thread_init);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   s.stack.push_back(job);  // (inv 4) the running set's reference
 }
 
 void Engine::leave_running(const Job& job) {
   Slot& s = *t_slot.slot;     // set by enter_running on this thread
   std::shared_ptr<Job> last;  // dropped outside the lock
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = std::find_if(s.stack.rbegin(), s.stack.rend(),
                          [&](const std::shared_ptr<Job>& j) { return j.get() == &job; });
   if (it != s.stack.rend()) {
@@ -119,10 +120,9 @@ namespace {
 template <class Pred>
 std::vector<std::shared_ptr<Job>> collect(Pred mine) {
   std::vector<std::shared_ptr<Job>> out;
-  Registry& r = registry();
-  std::lock_guard rlock(r.mu);
-  for (Slot* s : r.slots) {
-    std::lock_guard slock(s->mu);
+  MutexLock rlock(registry().mu);
+  for (Slot* s : registry().slots) {
+    MutexLock slock(s->mu);
     for (const auto& j : s->stack) {
       if (mine(*j)) out.push_back(j);
     }
@@ -133,7 +133,7 @@ std::vector<std::shared_ptr<Job>> collect(Pred mine) {
 }  // namespace
 
 void Engine::enforce() {
-  std::lock_guard lock(enforce_mu_);
+  MutexLock lock(enforce_mu_);
   auto jobs = collect([this](const Job& j) { return &j.engine_ == this; });
   const auto now = Clock::now();
   const std::int64_t now_ns = now.time_since_epoch().count();
@@ -145,7 +145,7 @@ void Engine::enforce() {
       const bool deadline =
           job.spec_.deadline != Clock::time_point::max() && job.spec_.deadline <= now;
       if (deadline) {
-        if (job.stop_seen_ns_ == 0) job.stop_seen_ns_ = now_ns;
+        if (stop_seen(job) == 0) set_stop_seen(job, now_ns);
         // (inv 5) the caller's answer does not wait for the handler; (inv 6)
         // once it is given, the call's group flag may be gone.
         job.detach_group();
@@ -154,9 +154,9 @@ void Engine::enforce() {
                        ") timed out; its handler has not returned (it does not check "
                        "cancellation) and keeps a worker until it does");
       } else if (job.is_cancelled()) {
-        if (job.stop_seen_ns_ == 0) {
-          job.stop_seen_ns_ = now_ns;
-        } else if (now_ns - job.stop_seen_ns_ >= grace_ns) {
+        if (stop_seen(job) == 0) {
+          set_stop_seen(job, now_ns);
+        } else if (now_ns - stop_seen(job) >= grace_ns) {
           job.detach_group();  // (inv 6)
           job.finish(JobState::kRunning, JobState::kCancelled, {},
                      "job " + std::to_string(job.id_) + " (" + job.spec_.handler +
@@ -169,15 +169,15 @@ void Engine::enforce() {
     // Final, and still in the set: ended by us (or ended by its handler
     // after being told to stop), with the handler still inside or about to
     // leave. A job never told to stop is only on its way out of the set.
-    if (!job.final() || job.stop_seen_ns_ == 0) continue;
+    const std::int64_t seen = stop_seen(job);
+    if (!job.final() || seen == 0) continue;
     ++after_end;
-    if (now_ns - job.stop_seen_ns_ >= grace_ns && job.claim_ignored_cancellation()) {
+    if (now_ns - seen >= grace_ns && job.claim_ignored_cancellation()) {
       ignored_cancellation_.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn(
           "handler {} ignores cancellation: job {} ended {} but the handler is still running "
           "{} ms after it was told to stop; it holds a worker until it returns",
-          job.spec_.handler, job.id_, to_string(job.state()),
-          (now_ns - job.stop_seen_ns_) / 1000000);
+          job.spec_.handler, job.id_, to_string(job.state()), (now_ns - seen) / 1000000);
     }
   }
   // relaxed: a gauge read only for reporting.
@@ -185,7 +185,7 @@ void Engine::enforce() {
 }
 
 std::vector<RunningJob> Engine::running() const {
-  std::lock_guard lock(enforce_mu_);  // stop_seen_ns_ (E4)
+  MutexLock lock(enforce_mu_);  // stop_seen_ns_ (E4)
   auto jobs = collect([this](const Job& j) { return &j.engine_ == this; });
   const std::int64_t now_ns = steady_ns();
   std::vector<RunningJob> out;
@@ -196,9 +196,9 @@ std::vector<RunningJob> Engine::running() const {
     r.handler = j->handler_name();
     r.running_for = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::nanoseconds(now_ns - j->started_ns_.load(std::memory_order_relaxed)));
-    if (j->stop_seen_ns_ != 0) {
+    if (const std::int64_t seen = stop_seen(*j); seen != 0) {
       r.told_to_stop_for = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::nanoseconds(now_ns - j->stop_seen_ns_));
+          std::chrono::nanoseconds(now_ns - seen));
     }
     r.state = j->state();
     out.push_back(std::move(r));
@@ -207,11 +207,19 @@ std::vector<RunningJob> Engine::running() const {
   return out;
 }
 
+std::int64_t Engine::stop_seen(const Job& job) const {
+  return job.stop_seen_ns_;
+}
+
+void Engine::set_stop_seen(Job& job, std::int64_t ns) {
+  job.stop_seen_ns_ = ns;
+}
+
 void Engine::enforce_loop() {
   pthread_setname_np(pthread_self(), "tpool-deadline");
-  std::unique_lock lock(enforce_stop_mu_);
+  MutexLock lock(enforce_stop_mu_);
   while (!enforce_stop_) {
-    enforce_stop_cv_.wait_for(lock, limits_.enforce_interval);
+    enforce_stop_cv_.wait_until(lock, std::chrono::steady_clock::now() + limits_.enforce_interval);
     if (enforce_stop_) break;
     lock.unlock();
     enforce();

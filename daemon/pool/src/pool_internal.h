@@ -120,12 +120,14 @@ struct alignas(kCacheLine) Descriptor {
   // acquire of whoever reads the state next: run_task's claim CAS, wait(),
   // the shutdown scan. Workers also get the fields through the queues'
   // release/acquire on the entry, which is pushed after this returns.
-  std::uint32_t publish(const Task& t, const SubmitOptions& o, Lane routed,
+  // `token` is o.cancel, or the batch's own token for this task
+  // (SubmitOptions::cancels).
+  std::uint32_t publish(const Task& t, const SubmitOptions& o, CancelToken* token, Lane routed,
                         std::int64_t stamp_ns) noexcept {
     fn = t.fn;
     ctx = t.ctx;
     on_cancel = o.on_cancel;
-    cancel = o.cancel;
+    cancel = token;
     wait_group = o.wait_group;
     lane = routed;
     waitable = o.waitable;

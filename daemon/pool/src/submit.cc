@@ -73,7 +73,7 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   // Before the entry is published: the task may end (and call done()) as
   // soon as it is on a queue.
   if (o.wait_group != nullptr) o.wait_group->add(1);
-  const std::uint32_t gen = d.publish(t, o, lane, kTimestamps ? now_ns() : 0);
+  const std::uint32_t gen = d.publish(t, o, o.cancel, lane, kTimestamps ? now_ns() : 0);
   enqueue(detail::make_entry(gen, idx), lane, w, s);
   // w1 and inv 5: see notify().
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -106,6 +106,11 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
     if (t.fn == nullptr) {
       return Status::InvalidArgument("a task's fn is null; pass a function to run");
     }
+  }
+  if (!o.cancels.empty() && o.cancels.size() < ts.size()) {
+    return Status::InvalidArgument("SubmitOptions::cancels has " +
+                                   std::to_string(o.cancels.size()) + " tokens for " +
+                                   std::to_string(ts.size()) + " tasks; give one per task or none");
   }
   Worker* w = worker_of(this);
   Submitter* s = (w == nullptr && tls.sub_pool == this) ? tls.submitter : nullptr;
@@ -168,7 +173,9 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
           // task that is running (perhaps nested in this very stack) and may
           // itself be waiting to submit. Run the new task here, inline
           // (caller-runs), so the pool always makes progress.
-          run_inline(w, ts[done], o, lane);
+          SubmitOptions one = o;  // this task's own token, if the batch has them
+          if (!o.cancels.empty()) one.cancel = o.cancels[done];
+          run_inline(w, ts[done], one, lane);
           ++done;
           continue;
         }
@@ -213,7 +220,9 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
     // as it is on a queue.
     if (o.wait_group != nullptr) o.wait_group->add(static_cast<std::int64_t>(got));
     for (std::size_t i = 0; i < got; ++i) {
-      const std::uint32_t gen = descs[idx[i]].publish(ts[done + i], o, lane, stamp);
+      // The batch's own token for this task, if it has them (SubmitOptions::cancels).
+      CancelToken* token = o.cancels.empty() ? o.cancel : o.cancels[done + i];
+      const std::uint32_t gen = descs[idx[i]].publish(ts[done + i], o, token, lane, stamp);
       if (o.waitable && done + i < handles.size()) handles[done + i] = TaskHandle{idx[i], gen};
       enqueue(detail::make_entry(gen, idx[i]), lane, w, s);
     }

@@ -22,7 +22,7 @@ void fill_latency(const HistogramSnapshot& h, tpool::v1::Latency& out) {
 
 void fill_handlers(const engine::Engine& engine,
                    google::protobuf::RepeatedPtrField<tpool::v1::HandlerInfo>& out) {
-  for (const auto& h : engine.host().list()) {
+  for (const auto& h : engine.handlers()) {
     auto* o = out.Add();
     o->set_name(h.name);
     o->set_plugin(h.plugin_name);
@@ -42,7 +42,7 @@ std::chrono::milliseconds timeout_of(std::uint64_t ms) {
 grpc::ServerUnaryReactor* AdminServiceImpl::Stats(grpc::CallbackServerContext* ctx,
                                                   const tpool::v1::StatsRequest*,
                                                   tpool::v1::StatsReply* resp) {
-  PoolStats ps = engine_.pool().stats();
+  PoolStats ps = engine_.pool_stats();
   auto* p = resp->mutable_pool();
   p->set_submitted(ps.submitted);
   p->set_completed(ps.completed);

@@ -251,7 +251,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Cancel(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* JobServiceImpl::ListHandlers(grpc::CallbackServerContext* ctx,
                                                        const tpool::v1::ListHandlersRequest*,
                                                        tpool::v1::ListHandlersReply* resp) {
-  for (const auto& h : engine_.host().list()) {
+  for (const auto& h : engine_.handlers()) {
     auto* out = resp->add_handlers();
     out->set_name(h.name);
     out->set_plugin(h.plugin_name);

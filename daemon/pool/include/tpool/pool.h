@@ -170,6 +170,10 @@ struct SubmitOptions {
   std::optional<Backpressure> backpressure;
   std::optional<std::chrono::nanoseconds> block_timeout;  // negative: forever; 0: never wait
   CancelToken* cancel = nullptr;
+  // submit_batch only: task i's own token (cancels[i] overrides cancel; null
+  // entries mean none). Empty: every task gets cancel. When set it must hold
+  // an entry for every task.
+  std::span<CancelToken* const> cancels;
   WaitGroup* wait_group = nullptr;  // add(1) on accept, done() when the task ends
   Lane lane = Lane::kDefault;
   // Called instead of fn when the task is cancelled before it starts, so the

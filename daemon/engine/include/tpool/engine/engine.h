@@ -1,31 +1,35 @@
 // tpool::engine::Engine: the daemon's job engine. Jobs in, pool tasks out.
 //
-// It owns the job ids, the result store (retention by time, bytes and count),
-// the idempotency keys, the in-flight limit and the drain state, and it runs
-// every job as one pool task that calls the plugin host. It knows nothing of
-// gRPC or protobuf: daemon/rpc translates requests into JobSpecs and engine
-// errors into status codes (docs/architecture.md, "The job engine").
+// It owns the job ids, the result store (result_store.h: retention by time,
+// bytes and count, the idempotency keys), the in-flight limit and the drain
+// state, and it runs every job as one pool task that calls the plugin host.
+// Every request goes through one admission pipeline (admission.cc): Submit,
+// SubmitBatch and Stream share its checks, messages, retention and
+// cancellation. It knows nothing of gRPC or protobuf: daemon/rpc translates
+// requests into JobSpecs and engine errors into status codes
+// (docs/architecture.md, "The job engine"); rpc reaches the pool and the
+// plugin host only through the engine (handlers(), pool_stats()).
 //
 // Thread safety: every method is safe from any thread (gRPC threads, pool
 // workers). Completion callbacks (DoneFn) run on the thread that ended the job.
+// Submits never block (the engine asks the pool for reject backpressure
+// itself, admission.cc inv A4), so a gRPC thread may call them.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "tpool/common/mutex.h"
 #include "tpool/engine/job.h"
+#include "tpool/engine/result_store.h"
 #include "tpool/plugin_host/host.h"
 #include "tpool/pool.h"
 
@@ -170,8 +174,10 @@ class Engine {
 
   // pool and host must outlive the engine. clock: retention's time source
   // (nullptr: steady_clock), injected so tests expire results without sleeping.
+  // store: where retained jobs live (nullptr: an InMemoryResultStore with the
+  // limits' retention bounds).
   Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
-         const tpool::Clock* clock = nullptr);
+         const tpool::Clock* clock = nullptr, std::unique_ptr<ResultStore> store = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -189,7 +195,8 @@ class Engine {
     std::optional<Error> error;
     bool ok() const noexcept { return !error.has_value(); }
   };
-  // Validates, admits and submits one job. done(user, job) runs once when the
+  // Validates, admits and submits one job: submit_batch of one item (the
+  // same steps, the same messages). done(user, job) runs once when the
   // job ends (also for a deduplicated job, unless it had already ended: then
   // done is not called and the caller reads the result at once).
   // group_cancel: see Job. On error nothing was submitted.
@@ -197,8 +204,8 @@ class Engine {
                       const std::atomic<bool>* group_cancel = nullptr);
 
   // The same for many requests (a Stream message, a SubmitBatch call), in
-  // order, with one handler lookup per distinct handler name and one pool
-  // submit_batch per run of jobs of one lane; out[i] receives specs[i]'s
+  // order (admission.cc), with one handler lookup per run of one handler name
+  // and one pool submit_batch per run of unkeyed jobs of one lane; out[i] receives specs[i]'s
   // outcome (out.size() >= specs.size()). Returns how many items were
   // consumed: all of them, unless stop_when_full and an item was refused
   // for room (ErrorCode::kExhausted): then the return value is that item's
@@ -230,10 +237,10 @@ class Engine {
   // passed (TIMED_OUT) or that were cancelled cancel_grace ago and are still
   // in their handler (CANCELLED), and counts handlers that ignore
   // cancellation. Safe from any thread; tests call it with enforce_interval 0.
-  void enforce();
+  void enforce() EXCLUDES(enforce_mu_);
   // The jobs of this engine that workers are running now (also those the
   // engine already ended whose handler has not returned), by id.
-  std::vector<RunningJob> running() const;
+  std::vector<RunningJob> running() const EXCLUDES(enforce_mu_);
 
   // Register a waiter called once when capacity may be free (see
   // CapacityWaiter). Returns false (and does not register) when there is room
@@ -243,15 +250,22 @@ class Engine {
   std::uint64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   EngineSnapshot snapshot() const;
   const EngineLimits& limits() const noexcept { return limits_; }
-  Pool& pool() noexcept { return pool_; }
-  const plugin_host::Host& host() const noexcept { return host_; }
+
+  // What rpc may know of the layers below, asked of the engine (rpc never
+  // holds the pool or the plugin host itself).
+  // The loaded handlers, sorted by name (ListHandlers, AdminService.Stats).
+  std::vector<plugin_host::HandlerInfo> handlers() const;
+  // The pool's counters and gauges (AdminService.Stats).
+  PoolStats pool_stats() const;
 
  private:
   friend class Job;
   friend struct JobTask;
-  HandlerCounters& counters_for(const std::string& handler);
+  struct Admission;  // one submit_batch call's state (admission.cc)
+  HandlerCounters& counters_for(const std::string& handler) EXCLUDES(counters_mu_);
   static Error draining_error();
   static Error unknown_handler_error(const std::string& name);
+  static Error conflict_error(const std::string& key, std::uint64_t first_id);
   Error inflight_error() const;
   // The error for a job the pool refused; counts the rejection.
   Error pool_refused(const Status& st);
@@ -259,10 +273,7 @@ class Engine {
   std::shared_ptr<Job> make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
                                 HandlerCounters& counters, const std::atomic<bool>* group_cancel,
                                 DoneFn done, void* user);
-  void unretain_locked(const Job& job);  // by store_mu_ (E2)
-  void on_job_final(Job& job);           // accounting and retention once a job ended
-  void retain_locked(const std::shared_ptr<Job>& job);
-  void evict_locked(Clock::time_point now);
+  void on_job_final(Job& job);  // accounting and retention once a job ended
   Clock::time_point now() const noexcept;
   std::optional<Error> validate(const JobSpec& spec) const;
   std::vector<plugin_host::InvokeResult> run_children(Job& parent, std::string_view handler,
@@ -270,7 +281,10 @@ class Engine {
   // (E4) the worker's side: the job is running on this thread / has left it.
   void enter_running(const std::shared_ptr<Job>& job);
   void leave_running(const Job& job);
-  void enforce_loop();
+  void enforce_loop() EXCLUDES(enforce_stop_mu_);
+  // (E4) Job::stop_seen_ns_ is read and written only through these.
+  std::int64_t stop_seen(const Job& job) const REQUIRES(enforce_mu_);
+  void set_stop_seen(Job& job, std::int64_t ns) REQUIRES(enforce_mu_);
 
   Pool& pool_;
   const plugin_host::Host& host_;
@@ -290,40 +304,34 @@ class Engine {
   std::atomic<std::uint64_t> rejected_draining_{0};
   std::atomic<std::uint64_t> rejected_conflict_{0};
   std::atomic<std::uint64_t> deduplicated_{0};
-  std::atomic<std::uint64_t> expired_{0};
 
-  mutable std::shared_mutex counters_mu_;
-  std::unordered_map<std::string, std::unique_ptr<HandlerCounters>> counters_;  // by counters_mu_
+  // Entries are never erased: a HandlerCounters& stays valid for the
+  // engine's life (Job::counters_).
+  mutable Mutex counters_mu_;
+  std::unordered_map<std::string, std::unique_ptr<HandlerCounters>> counters_
+      GUARDED_BY(counters_mu_);
 
-  // The result store: retained jobs by id, their keys, and the ended ones in
-  // the order they ended (retention evicts from the front).
-  mutable std::mutex store_mu_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<Job>> retained_;  // by store_mu_
-  std::unordered_map<std::string, std::uint64_t> keys_;               // by store_mu_
-  struct Ended {
-    Clock::time_point at;
-    std::uint64_t id;
-    std::size_t bytes;
-  };
-  std::deque<Ended> ended_;                       // by store_mu_
-  std::size_t retained_bytes_ = 0;                // by store_mu_, ended jobs only
-  std::atomic<std::uint64_t> retained_count_{0};  // relaxed mirror for snapshot
-  std::atomic<std::uint64_t> retained_bytes_mirror_{0};
+  // The result store (result_store.h) and the lock that makes an
+  // idempotency key's look-up, the new job's put and its pool submit one
+  // step for keyed submits (admission.cc, inv A5). Held only around a keyed
+  // item, never while a job's waiters run.
+  const std::unique_ptr<ResultStore> store_;
+  Mutex keyed_mu_;
 
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
+  Mutex idle_mu_;  // pairs idle_cv_'s wait with release()'s notify (in_flight_ is atomic)
+  CondVar idle_cv_;
 
   // (E4) the deadline thread and what it needs.
-  mutable std::mutex enforce_mu_;  // serialises enforce(); guards Job::stop_seen_ns_
+  mutable Mutex enforce_mu_;  // serialises enforce(); guards Job::stop_seen_ns_
   std::atomic<std::uint64_t> ignored_cancellation_{0};
   std::atomic<std::uint64_t> running_after_end_{0};
-  std::mutex enforce_stop_mu_;
-  std::condition_variable enforce_stop_cv_;
-  bool enforce_stop_ = false;  // by enforce_stop_mu_
+  Mutex enforce_stop_mu_;
+  CondVar enforce_stop_cv_;
+  bool enforce_stop_ GUARDED_BY(enforce_stop_mu_) = false;
   std::thread enforce_thread_;
 
-  std::mutex capacity_mu_;
-  std::vector<CapacityWaiter*> capacity_waiters_;  // by capacity_mu_
+  Mutex capacity_mu_;
+  std::vector<CapacityWaiter*> capacity_waiters_ GUARDED_BY(capacity_mu_);
   std::atomic<std::size_t> capacity_waiter_count_{0};
 };
 

@@ -43,11 +43,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tpool/common/mutex.h"
 #include "tpool/plugin_host/host.h"
 #include "tpool/pool.h"
 
@@ -120,9 +120,9 @@ class Job final : public plugin_host::JobServices {
 
   // Registers fn(user, *this) to run when the job ends; false if it already
   // has (then fn is not called: read the result now). (inv 3)
-  bool add_waiter(DoneFn fn, void* user);
+  bool add_waiter(DoneFn fn, void* user) EXCLUDES(mu_);
   // True if the waiter was removed before being called (it never will be).
-  bool remove_waiter(DoneFn fn, void* user);
+  bool remove_waiter(DoneFn fn, void* user) EXCLUDES(mu_);
 
   // Requests cancellation. A queued job ends CANCELLED at once; a running one
   // sees is_cancelled() and ends when its handler returns, or cancel_grace
@@ -139,8 +139,9 @@ class Job final : public plugin_host::JobServices {
       std::string_view handler, std::span<const std::string_view> inputs) override;
   bool claim_ignored_cancellation() noexcept override;
 
+  // first_waiter: the submitting call's DoneFn (may be {nullptr, nullptr}).
   Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
-      const std::atomic<bool>* group_cancel);
+      const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter = {});
 
  private:
   friend class Engine;
@@ -148,11 +149,14 @@ class Job final : public plugin_host::JobServices {
   bool transition(JobState from, JobState to) noexcept;
   // Moves the job from `from` to the final state `to` with the given result;
   // false if it was not in `from` (another caller moved it first) (inv 1).
-  bool finish(JobState from, JobState to, std::string output, std::string message);
+  bool finish(JobState from, JobState to, std::string output, std::string message) EXCLUDES(mu_);
   // (inv 6) Stop reading group_cancel_ (it reads as cancelled from now on),
   // and wait until no reader is inside it. Before the engine ends a job whose
   // handler is still running.
   void detach_group() noexcept;
+  // (E5 in engine.cc) The one sentence for a job that ended before its
+  // handler ran: past its deadline, or cancelled.
+  std::string unstarted_message(bool deadline) const;
 
   Engine& engine_;
   const std::uint64_t id_;
@@ -172,13 +176,16 @@ class Job final : public plugin_host::JobServices {
   std::string output_;                        // (inv 2)
   std::string message_;                       // (inv 2)
 
-  mutable std::mutex mu_;
+  // Also serialises the finishers (inv 1); output_ and message_ are written
+  // under it but read without it once final() (inv 2), so they are not
+  // GUARDED_BY it.
+  mutable Mutex mu_;
   // Most jobs have exactly one waiter (the call that submitted them): it
-  // lives inline, so a job allocates nothing for it.
-  std::pair<DoneFn, void*> first_waiter_{nullptr, nullptr};  // guarded by mu_ (inv 3)
-  std::vector<std::pair<DoneFn, void*>> more_waiters_;       // guarded by mu_ (inv 3)
-  double progress_ = 0;                                      // guarded by mu_
-  std::string progress_note_;                                // guarded by mu_
+  // lives inline, so a job allocates nothing for it. (inv 3)
+  std::pair<DoneFn, void*> first_waiter_ GUARDED_BY(mu_){nullptr, nullptr};
+  std::vector<std::pair<DoneFn, void*>> more_waiters_ GUARDED_BY(mu_);  // (inv 3)
+  double progress_ GUARDED_BY(mu_) = 0;
+  std::string progress_note_ GUARDED_BY(mu_);
 
   // Idempotency: a repeat of the key must name the same handler and payload;
   // the payload itself is released once the handler has run.
@@ -189,7 +196,10 @@ class Job final : public plugin_host::JobServices {
   HandlerCounters* counters_ = nullptr;
   bool retained_ = false;  // set before submission, then read-only
   // (E4, inv 5) guarded by the engine's enforce_mu_: when the deadline thread
-  // first saw the job told to stop (steady ns; 0: not yet).
+  // first saw the job told to stop (steady ns; 0: not yet). Touched only
+  // through Engine::stop_seen/set_stop_seen, which REQUIRE enforce_mu_ (the
+  // annotation cannot name the engine's mutex from here: Engine is
+  // incomplete in this header).
   std::int64_t stop_seen_ns_ = 0;
   // Whether the handler call was counted as ignoring cancellation, by the
   // engine (it overstayed cancel_grace) or by the host (it returned OK after

@@ -1,0 +1,361 @@
+// Admission: every request, single or batch, through one pipeline.
+//
+// Engine::submit is submit_batch of one item. Each item goes through these
+// steps, in item order; a step that refuses the item gives it its outcome and
+// the item skips the rest:
+//   1. check   (Admission::check): tpoold is not draining, the spec is
+//              within limits (Engine::validate), its handler is loaded (one
+//              look-up per run of one handler name).
+//   2. dedupe  (Admission::dedupe, keyed items only): an earlier job with the
+//              same idempotency key answers the item (deduplicated), or the
+//              item is a conflict (same key, other handler or payload).
+//   3. admit   (Admission::admit): an in-flight slot is reserved (E1).
+//   4. build   (Admission::add_to_run, Engine::make_job): the Job, its id, its
+//              first waiter; it joins the run (admitted jobs of one lane, in
+//              item order).
+//   5. submit  (Admission::submit_run): the run's retained jobs are put in the
+//              result store, and the run is handed to the pool at once, each
+//              job with its own cancel token.
+//   6. settle  (Admission::settle_run): accepted jobs are counted and
+//              answered; refused ones leave the store, give their slot back
+//              and are answered with the refusal.
+//
+// Invariants (cited as A1..A6):
+//  (A1) Every item consumed gets exactly one outcome in out[i]. With
+//       stop_when_full the first item refused for room (step 3 or 6) ends the
+//       call: its outcome is the kExhausted error, its spec (and those after
+//       it) are left intact for a retry, and its index is the return value.
+//  (A2) Each kind of refusal has one sentence, made by one function
+//       (draining_error, validate, unknown_handler_error, conflict_error,
+//       inflight_error, pool_refused), whichever path the item took: a batch
+//       of one answers exactly as submit, because submit is one.
+//  (A3) Every job is handed to the pool with its own CancelToken (cancel for
+//       a run of one, SubmitOptions::cancels for more), so a job cancelled or
+//       past its deadline while queued ends through the pool's on_cancel on
+//       every path (E5 in engine.cc), and the pool counts it cancelled.
+//  (A4) Submits never block: every pool submit here asks for
+//       Backpressure::kReject itself, whatever the pool's default (the engine
+//       no longer relies on server/config.cc choosing reject for the pool), so
+//       a gRPC thread is never parked waiting for a descriptor; a refused run
+//       is settled at once. Under kReject the pool never runs a task inline
+//       on the submitting thread, so step 5 may hold keyed_mu_.
+//  (A5) A keyed item is a run of its own (the run before it is submitted
+//       first, keeping item order), and its steps 2-6 happen under keyed_mu_:
+//       a concurrent submit of the same key waits, then finds the job in the
+//       store (the pool accepted it) or not (refused and removed), never a
+//       job that was put but will never run.
+//  (A6) A retained job is put in the store before the pool has it (its task
+//       can end at once, and ResultStore::ended needs it stored), and is
+//       removed only when the pool refused it.
+#include <algorithm>
+#include <functional>
+
+#include "job_task.h"
+#include "tpool/engine/engine.h"
+
+namespace tpool::engine {
+
+// One submit_batch call.
+struct Engine::Admission {
+  Admission(Engine& engine, std::span<JobSpec> s, DoneFn fn, void* u,
+            const std::atomic<bool>* group, std::span<SubmitResult> o, bool stop_full)
+      : e(engine),
+        specs(s),
+        done(fn),
+        user(u),
+        group_cancel(group),
+        out(o),
+        stop_when_full(stop_full) {}
+
+  Engine& e;
+  std::span<JobSpec> specs;
+  DoneFn done;
+  void* user;
+  const std::atomic<bool>* group_cancel;
+  std::span<SubmitResult> out;
+  bool stop_when_full;
+  std::size_t stop = specs.size();  // the first item refused for room (A1)
+
+  // The run: jobs built and admitted, not yet handed to the pool.
+  std::vector<std::shared_ptr<Job>> run;
+  std::vector<std::size_t> run_index;  // their items
+  std::vector<Task> tasks;
+  std::vector<CancelToken*> tokens;
+  Lane run_lane = Lane::kDefault;
+
+  // Step 1's look-up, kept while items name the same handler.
+  const std::string* cached_name = nullptr;
+  plugin_host::HandlerRef cached;
+  HandlerCounters* cached_counters = nullptr;
+  Lane item_lane = Lane::kDefault;  // the checked item's lane
+
+  bool stopped() const noexcept { return stop != specs.size(); }
+
+  void refuse(std::size_t i, std::atomic<std::uint64_t>& counter, Error err) {
+    counter.fetch_add(1, std::memory_order_relaxed);  // relaxed: a reporting counter
+    out[i] = {{}, std::move(err)};
+  }
+
+  // Step 1.
+  bool check(std::size_t i) {
+    const JobSpec& spec = specs[i];
+    if (e.draining()) {
+      refuse(i, e.rejected_draining_, draining_error());
+      return false;
+    }
+    if (auto err = e.validate(spec)) {
+      refuse(i, e.rejected_invalid_, std::move(*err));
+      return false;
+    }
+    if (cached_name == nullptr || *cached_name != spec.handler) {
+      cached = e.host_.find(spec.handler);
+      cached_name = cached ? &cached.name() : nullptr;
+      cached_counters = cached ? &e.counters_for(spec.handler) : nullptr;
+    }
+    if (!cached) {
+      refuse(i, e.rejected_not_found_, unknown_handler_error(spec.handler));
+      return false;
+    }
+    item_lane = lane_of(spec.lane, cached);
+    return true;
+  }
+
+  // Step 2 (A5): true when no earlier job holds the key.
+  bool dedupe(std::size_t i) REQUIRES(e.keyed_mu_) {
+    const JobSpec& spec = specs[i];
+    std::shared_ptr<Job> first = e.store_->find_key(spec.idempotency_key);
+    if (first == nullptr) return true;
+    if (first->spec_.handler != spec.handler ||
+        first->payload_hash_ != std::hash<std::string_view>{}(spec.payload)) {
+      refuse(i, e.rejected_conflict_, conflict_error(spec.idempotency_key, first->id()));
+      return false;
+    }
+    e.deduplicated_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a reporting counter
+    const bool notify = done != nullptr && first->add_waiter(done, user);
+    out[i] = {Submitted{std::move(first), true, notify}, std::nullopt};
+    return false;
+  }
+
+  // Step 3 (E1): reserve an in-flight slot. relaxed: the count only bounds
+  // the descriptors; the waiters' pairing is on the decrement (E3).
+  bool admit(std::size_t i) {
+    if (e.in_flight_.fetch_add(1, std::memory_order_relaxed) >= e.limits_.max_inflight_jobs) {
+      e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      refuse(i, e.rejected_full_, e.inflight_error());
+      if (stop_when_full) stop = std::min(stop, i);  // (A1) its spec is intact
+      return false;
+    }
+    return true;
+  }
+
+  // Step 4.
+  void add_to_run(std::size_t i) {
+    run_lane = item_lane;
+    run.push_back(e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters, group_cancel,
+                             done, user));
+    run_index.push_back(i);
+  }
+
+  // Steps 5 and 6.
+  void submit_run() {
+    if (run.empty()) return;
+    for (const auto& j : run) {
+      if (j->retained_) e.store_->put(j);  // (A6)
+      j->self_ = j;                        // (inv 4) the task's reference
+      tasks.push_back(Task{job_task::run, j.get()});
+      tokens.push_back(&j->token_);  // (A3)
+    }
+    SubmitOptions opts;
+    opts.on_cancel = job_task::cancelled;
+    opts.lane = run_lane;
+    opts.backpressure = Backpressure::kReject;  // (A4)
+    std::size_t accepted = 0;
+    Status why = Status::Full("");  // a batch accepted in part: the rest found no room
+    if (tasks.size() == 1) {
+      opts.cancel = tokens[0];  // (A3)
+      Result<TaskHandle> r = e.pool_.submit(tasks[0], opts);
+      if (r.ok()) {
+        accepted = 1;
+      } else {
+        why = r.status();
+      }
+    } else {
+      opts.cancels = tokens;  // (A3)
+      Result<std::size_t> r = e.pool_.submit_batch(tasks, opts);
+      if (r.ok()) {
+        accepted = r.value();
+      } else {
+        why = r.status();
+      }
+    }
+    settle_run(accepted, why);
+  }
+
+  void settle_run(std::size_t accepted, const Status& why) {
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      std::shared_ptr<Job>& j = run[k];
+      const std::size_t i = run_index[k];
+      if (k < accepted) {
+        j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
+        out[i] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
+        continue;
+      }
+      j->self_.reset();
+      if (j->retained_) e.store_->remove(*j);  // (A6)
+      e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      out[i] = {{}, e.pool_refused(why)};
+      if (stop_when_full && out[i].error->code == ErrorCode::kExhausted) {
+        specs[i] = std::move(j->spec_);  // (A1) intact for the retry
+        stop = std::min(stop, i);
+      }
+    }
+    run.clear();
+    run_index.clear();
+    tasks.clear();
+    tokens.clear();
+  }
+
+  std::size_t all() {
+    run.reserve(specs.size());
+    run_index.reserve(specs.size());
+    tasks.reserve(specs.size());
+    tokens.reserve(specs.size());
+    for (std::size_t i = 0; i < specs.size() && !stopped(); ++i) {
+      if (!check(i)) continue;
+      if (specs[i].idempotency_key.empty()) {
+        if (!run.empty() && item_lane != run_lane) {
+          submit_run();
+          if (stopped()) break;
+        }
+        if (admit(i)) add_to_run(i);
+        continue;
+      }
+      submit_run();  // (A5) the run before a keyed item goes first
+      if (stopped()) break;
+      MutexLock lock(e.keyed_mu_);
+      if (dedupe(i) && admit(i)) {
+        add_to_run(i);
+        submit_run();
+      }
+    }
+    submit_run();
+    return std::min(stop, specs.size());
+  }
+};
+
+Engine::SubmitResult Engine::submit(JobSpec spec, DoneFn done, void* user,
+                                    const std::atomic<bool>* group_cancel) {
+  SubmitResult out;
+  submit_batch(std::span<JobSpec>(&spec, 1), done, user, group_cancel,
+               std::span<SubmitResult>(&out, 1), /*stop_when_full=*/false);
+  return out;
+}
+
+std::size_t Engine::submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
+                                 const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
+                                 bool stop_when_full) {
+  Admission a(*this, specs, done, user, group_cancel, out, stop_when_full);
+  return a.all();
+}
+
+std::optional<Error> Engine::validate(const JobSpec& spec) const {
+  if (spec.handler.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "the request names no handler; set JobRequest.handler (ListHandlers lists them)"};
+  }
+  if (spec.payload.size() > limits_.max_payload_bytes) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "the payload is " + std::to_string(spec.payload.size()) +
+                     " bytes, over the limit of " + std::to_string(limits_.max_payload_bytes) +
+                     " (server.max_payload_bytes); send less or raise the limit"};
+  }
+  if (spec.idempotency_key.size() > 256) {
+    return Error{ErrorCode::kInvalidArgument, "the idempotency key is " +
+                                                  std::to_string(spec.idempotency_key.size()) +
+                                                  " bytes; use at most 256"};
+  }
+  if (spec.labels.size() > 32) {
+    return Error{
+        ErrorCode::kInvalidArgument,
+        "the request has " + std::to_string(spec.labels.size()) + " labels; use at most 32"};
+  }
+  for (const auto& [k, v] : spec.labels) {
+    if (k.size() > 256 || v.size() > 256) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "label '" + k.substr(0, 64) + "' is longer than 256 bytes; shorten it"};
+    }
+  }
+  return std::nullopt;
+}
+
+Error Engine::draining_error() {
+  return {ErrorCode::kUnavailable,
+          "tpoold is draining and accepts no new jobs; send the job to another instance or retry "
+          "after the restart"};
+}
+
+Error Engine::unknown_handler_error(const std::string& name) {
+  return {ErrorCode::kNotFound, "no handler named '" + name.substr(0, 128) +
+                                    "' is loaded; ListHandlers lists the loaded ones"};
+}
+
+Error Engine::conflict_error(const std::string& key, std::uint64_t first_id) {
+  return {ErrorCode::kFailedPrecondition,
+          "idempotency key '" + key.substr(0, 64) + "' was already used by job " +
+              std::to_string(first_id) + " with a different handler or payload; use a new key"};
+}
+
+Error Engine::inflight_error() const {
+  return {ErrorCode::kExhausted,
+          std::to_string(limits_.max_inflight_jobs) +
+              " jobs are in flight (server.max_inflight_jobs); retry after the hinted delay or "
+              "raise the limit",
+          std::chrono::milliseconds(50)};
+}
+
+Error Engine::pool_refused(const Status& st) {
+  if (st.code() == StatusCode::kShutdown) {
+    rejected_draining_.fetch_add(1, std::memory_order_relaxed);
+    return {ErrorCode::kUnavailable,
+            "tpoold is shutting down and accepts no new jobs; retry against another instance or "
+            "after the restart"};
+  }
+  if (st.code() == StatusCode::kInvalidArgument) {  // e.g. a lane this pool lacks
+    rejected_invalid_.fetch_add(1, std::memory_order_relaxed);
+    return {ErrorCode::kInvalidArgument, "the pool refused the job: " + st.message()};
+  }
+  // Full (all of a run or its tail): one sentence whether the pool refused a
+  // single job or took part of a batch (A2).
+  rejected_full_.fetch_add(1, std::memory_order_relaxed);
+  return {ErrorCode::kExhausted,
+          "the pool has no free task slot (all " + std::to_string(pool_.config().queue_capacity) +
+              " are queued or running, pool.queue_capacity); retry after the hinted delay",
+          std::chrono::milliseconds(50)};
+}
+
+Lane Engine::lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexcept {
+  return c == LaneChoice::kHandlerHint ? handler.lane()
+         : c == LaneChoice::kBlocking  ? Lane::kBlocking
+                                       : Lane::kDefault;
+}
+
+std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
+                                      HandlerCounters& counters,
+                                      const std::atomic<bool>* group_cancel, DoneFn done,
+                                      void* user) {
+  const std::size_t hash =
+      spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
+  const bool retain = spec.retain || !spec.idempotency_key.empty();
+  // relaxed: only uniqueness matters.
+  const std::uint64_t id =
+      JobId::make(incarnation_, next_sequence_.fetch_add(1, std::memory_order_relaxed));
+  auto job = std::make_shared<Job>(
+      *this, id, std::move(spec), std::move(handler), lane, group_cancel,
+      done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr});
+  job->payload_hash_ = hash;
+  job->counters_ = &counters;
+  job->retained_ = retain;
+  return job;
+}
+
+}  // namespace tpool::engine

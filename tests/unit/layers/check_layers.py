@@ -66,20 +66,28 @@ RULES: dict[str, Rule] = {
                                      "prometheus-cpp::pull"},
                      "reads plain snapshot structs the server fills, and the pool's PoolStats"),
     "server": _rule("daemon/server",
-                    {"common", "pool", "plugin_host", "engine", "rpc", "metrics", "proto"},
+                    {"common", "pool", "plugin_host", "engine", "rpc", "metrics", "proto",
+                     "security"},
                     {"grpc", "spdlog", "toml", "systemd"},
                     COMMON_LINKS | {"tpool::common", "tpool::pool", "tpool::plugin_host",
                                     "tpool::engine", "tpool::rpc", "tpool::metrics", "tpool::proto",
+                                    "tpool::security", "OpenSSL::SSL", "OpenSSL::Crypto",
                                     "tpool::server_config", "gRPC::grpc++",
                                     "gRPC::grpc++_reflection", "spdlog::spdlog",
                                     "tomlplusplus::tomlplusplus", "PkgConfig::SYSTEMD"},
                     "builds and wires every daemon component"),
-    "client": _rule("client", {"common", "client", "proto"}, {"grpc"},
-                    COMMON_LINKS | {"tpool::common", "tpool::client", "tpool::proto"},
-                    "talks to tpoold over gRPC only; no daemon header but common's"),
+    "client": _rule("client", {"common", "client", "proto", "security"}, {"grpc"},
+                    COMMON_LINKS | {"tpool::common", "tpool::client", "tpool::proto",
+                                    "tpool::security"},
+                    "talks to tpoold over gRPC only; no daemon header but common's and "
+                    "security's (tpoolctl token create writes the token file's format)"),
     "plugins": _rule("plugins", {"plugins"}, {"openssl"},
                      COMMON_LINKS | {"tpool::plugin_sdk", "${P_LIBS}"},
                      "the C ABI header and plugins built against it alone"),
+    "security": _rule("daemon/security", {"common", "security"}, {"openssl"},
+                      COMMON_LINKS | {"tpool::common", "OpenSSL::Crypto"},
+                      "who may call what (tokens, roles, peer principals): standard C++ and "
+                      "libcrypto, no gRPC types, so rpc maps its answers to status codes"),
     "proto": _rule("proto", {"proto"}, {"grpc"}, {"protobuf::libprotobuf", "gRPC::grpc++"},
                    "the generated protobuf and gRPC code, compiled once"),
 }
@@ -96,6 +104,7 @@ TPOOL_PREFIXES = [
     ("tpool/metrics/", "metrics"),
     ("tpool/v1/", "proto"),
     ("tpool/client/", "client"),
+    ("tpool/security/", "security"),
 ]
 
 # Third-party header families, by the first part of the path.

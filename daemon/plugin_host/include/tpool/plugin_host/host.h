@@ -99,12 +99,13 @@ struct HandlerInfo {
 };
 
 struct HostCounters {
-  std::uint64_t plugins_loaded = 0;        // plugins in the current registry
-  std::uint64_t handlers_registered = 0;   // handlers in the current registry
-  std::uint64_t load_failures = 0;         // plugins refused, over all loads and reloads
-  std::uint64_t reloads = 0;               // successful reloads
-  std::uint64_t reload_failures = 0;       // reloads that kept the old registry
-  std::uint64_t libraries_open = 0;        // loaded libraries, old generations included
+  std::uint64_t plugins_loaded = 0;       // plugins in the current registry
+  std::uint64_t handlers_registered = 0;  // handlers in the current registry
+  std::uint64_t load_failures = 0;        // plugins refused, over all loads and reloads
+  std::uint64_t reloads = 0;              // successful reloads
+  std::uint64_t reload_failures = 0;      // reloads that kept the old registry
+  std::uint64_t libraries_open =
+      0;  // mapped now (counted down at dlclose), old generations included
   std::uint64_t libraries_closed = 0;      // fini + dlclose done
   std::uint64_t invocations = 0;           // handler calls started
   std::uint64_t handler_failures = 0;      // calls that ended with a non-OK code

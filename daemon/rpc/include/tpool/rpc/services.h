@@ -109,7 +109,9 @@ class Lifecycle {
     std::uint64_t cancelled = 0;
   };
   virtual ~Lifecycle() = default;
-  virtual std::string state() const = 0;  // "serving", "draining", "stopping"
+  // The daemon's phase by name (daemon/server/src/phase.h): "starting", "serving", "draining",
+  // "stopping" or "stopped".
+  virtual std::string state() const = 0;
   virtual std::chrono::milliseconds uptime() const = 0;
   virtual std::uint64_t plugin_reloads() const = 0;
   // Reload the plugins now; the sentence says what happened or why it failed.

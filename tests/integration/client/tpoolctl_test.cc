@@ -70,9 +70,10 @@ class Tpoolctl : public DaemonSuite<Tpoolctl> {
   static std::string daemon_config() { return "[metrics]\nenabled = false\n"; }
 
  protected:
-  // tpoolctl --address <daemon> args...
+  // tpoolctl --address <daemon> --admin-address <its admin socket> args...
   static CtlRun run(std::vector<std::string> args, const std::string& input = "") {
-    args.insert(args.begin(), {"--address", daemon_->address()});
+    args.insert(args.begin(),
+                {"--address", daemon_->address(), "--admin-address", daemon_->admin_address()});
     return ctl(std::move(args), input);
   }
 };
@@ -256,11 +257,12 @@ TEST_F(Tpoolctl, BenchCountsErrorsByStatus) {
 }
 
 TEST(TpoolctlDown, DaemonDownExits3) {
-  std::string address;
+  std::string address, admin_address;
   {
     DaemonProcess d("[metrics]\nenabled = false\n");
     ASSERT_TRUE(d.started()) << d.log();
     address = d.address();
+    admin_address = d.admin_address();  // removed with the daemon
     ASSERT_EQ(d.stop(), std::optional<int>(0));
   }
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -274,7 +276,8 @@ TEST(TpoolctlDown, DaemonDownExits3) {
            {"bench", "echo", "-n", "20", "-c", "2"},
        }) {
     auto full = args;
-    full.insert(full.begin(), {"--address", address, "--deadline", "5s"});
+    full.insert(full.begin(),
+                {"--address", address, "--admin-address", admin_address, "--deadline", "5s"});
     auto r = ctl(full);
     EXPECT_EQ(r.exit, 3) << args[0] << ": " << r.err;
     EXPECT_TRUE(one_sentence(r.err)) << args[0] << ": " << r.err;
@@ -286,7 +289,8 @@ TEST(TpoolctlDrain, DrainWaitsThenTheDaemonExits) {
   ASSERT_TRUE(d.started()) << d.log();
   auto s = ctl({"--address", d.address(), "submit", "sleep", "200"});
   ASSERT_EQ(s.exit, 0) << s.err;
-  auto r = ctl({"--address", d.address(), "drain", "--timeout", "20s"});
+  // drain goes to the admin listener; no --address needed.
+  auto r = ctl({"--admin-address", d.admin_address(), "drain", "--timeout", "20s"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out.rfind("drained: ", 0), 0u) << r.out;
   EXPECT_EQ(d.wait_exit(std::chrono::seconds(30)), std::optional<int>(0)) << d.log();

@@ -48,11 +48,13 @@
 
 namespace tpool::testing {
 
-// scripts/gen-test-certs.sh, found from this header's own path.
+// scripts/gen-test-certs.sh (the secure variant's test targets define it).
 inline std::string gen_test_certs_script() {
-  return (std::filesystem::path(__FILE__).parent_path() / "../../../scripts/gen-test-certs.sh")
-      .lexically_normal()
-      .string();
+#ifdef TPOOL_GEN_TEST_CERTS
+  return TPOOL_GEN_TEST_CERTS;
+#else
+  return "scripts/gen-test-certs.sh";  // the test's CMakeLists does not enable the variant
+#endif
 }
 
 // Whether this run is the secure variant (TPOOL_IT_SECURE=1).

@@ -294,10 +294,6 @@ int run(int argc, char** argv) {
       return kUsage;
     }
     a.client.bearer_token = token.value();
-    if (auto why = tpool::client::token_transport_problem(a.client); !why.empty()) {
-      std::cerr << "tpoolctl: " << why << "\n";
-      return kUsage;
-    }
   }
 
   if (a.admin_address.empty()) {
@@ -340,6 +336,17 @@ int run(int argc, char** argv) {
   if (help) {
     print_command_help(*cmd);
     return kOk;
+  }
+  if (!a.client.bearer_token.empty()) {
+    // Where this command's calls go: the admin listener for the admin
+    // commands, the job port for the rest.
+    const std::string name = cmd->name;
+    const bool admin = name == "stats" || name == "drain" || name == "reload" || name == "version";
+    if (auto why = tpool::client::token_transport_problem(admin ? admin_options(a) : a.client);
+        !why.empty()) {
+      std::cerr << "tpoolctl: " << why << "\n";
+      return kUsage;
+    }
   }
   for (std::size_t i = 1; i < rest.size(); ++i) {
     const std::string& arg = rest[i];

@@ -380,6 +380,49 @@ TEST_F(ListenerSecurity, AdminSocketIsMode0600AndTpoolctlDrainsThroughIt) {
   EXPECT_FALSE(std::filesystem::exists(d.admin_socket()));  // removed at stop
 }
 
+TEST_F(ListenerSecurity, TpoolctlWithTlsAndATokenUsesBothListeners) {
+  DaemonProcess d(secure_config());
+  ASSERT_TRUE(d.started()) << d.log();
+  for (const auto& [name, tok] : {std::pair{"ci.token", ci_.token}, {"ops.token", ops_.token}}) {
+    std::ofstream(certs_.path(name)) << tok << "\n";
+    ::chmod(certs_.path(name).c_str(), 0600);
+  }
+  const std::vector<std::string> tls = {"--address", d.address(), "--tls-ca",
+                                        certs_.path("ca.pem")};
+  auto with = [](std::vector<std::string> a, std::vector<std::string> more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  std::string out;
+  EXPECT_EQ(
+      run_tpoolctl(with(tls, {"--token-file", certs_.path("ci.token"), "execute", "echo", "hi"}),
+                   {}, &out),
+      0)
+      << out;
+  EXPECT_EQ(out, "hi");
+  // No token over TLS: UNAUTHENTICATED, exit 7 with one sentence.
+  EXPECT_EQ(run_tpoolctl(with(tls, {"execute", "echo", "hi"}), {}, &out), 7) << out;
+  // Admin commands go to the admin socket, where the token is sent although
+  // the job port (the default 127.0.0.1:50051) would be plaintext TCP.
+  EXPECT_EQ(run_tpoolctl({"--admin-address", d.admin_address(), "--token-file",
+                          certs_.path("ci.token"), "stats"},
+                         {}, &out),
+            0)
+      << out;
+  EXPECT_EQ(run_tpoolctl({"--admin-address", d.admin_address(), "--token-file",
+                          certs_.path("ci.token"), "drain"},
+                         {}, &out),
+            7)
+      << out;
+  EXPECT_NE(out.find("may not call Drain: it needs the role 'admin'"), std::string::npos) << out;
+  EXPECT_EQ(run_tpoolctl({"--admin-address", d.admin_address(), "--token-file",
+                          certs_.path("ops.token"), "drain"},
+                         {}, &out),
+            0)
+      << out;
+  EXPECT_EQ(d.wait_exit(30s), std::optional<int>(0)) << d.log();
+}
+
 TEST_F(ListenerSecurity, TheDefaultAdminSocketIsFoundByTpoolctlWithoutFlags) {
   // XDG_RUNTIME_DIR set (no RUNTIME_DIRECTORY): $XDG_RUNTIME_DIR/tpoold/admin.sock,
   // its directory created 0700.

@@ -126,6 +126,7 @@ Daemon::~Daemon() {
   if (pool_) (void)pool_->shutdown(ShutdownMode::kCancelPending);
   server_.reset();
   admin_server_.reset();
+  if (!admin_socket_.empty()) ::unlink(admin_socket_.c_str());  // e.g. a start that failed later
   admin_.reset();
   jobs_.reset();
   engine_.reset();
@@ -278,6 +279,10 @@ int Daemon::start() {
   grpc::EnableDefaultHealthCheckService(true);
   if (config_.server.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   const auto creds = server_credentials(config_);
+  // The admin listener first: its socket is bound under a narrowed umask
+  // (process-wide), before the job port lets any job run code that creates
+  // files.
+  if (!start_admin_listener(creds)) return 1;
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config_.server.listen, creds, &port);
@@ -304,7 +309,6 @@ int Daemon::start() {
         config_.server.listen);
     return 1;
   }
-  if (!start_admin_listener(creds)) return 1;
   server_->GetHealthCheckService()->SetServingStatus(true);
   if (!config_.server.port_file.empty()) {
     std::string err;
@@ -539,7 +543,10 @@ void Daemon::stop() {
   const auto grace_end = std::chrono::system_clock::now() + kServerShutdownGrace;
   server_->Shutdown(grace_end);
   if (admin_server_) admin_server_->Shutdown(grace_end);
-  if (!admin_socket_.empty()) ::unlink(admin_socket_.c_str());  // gRPC may have already
+  if (!admin_socket_.empty()) {
+    ::unlink(admin_socket_.c_str());  // gRPC may have already
+    admin_socket_.clear();
+  }
   exporters_.reset();
   if (stuck_handlers_ != 0) {
     // Their workers cannot be joined: run() exits without waiting for them.

@@ -58,6 +58,19 @@ std::string served_serial(int port) {
                      "openssl x509 -noout -serial 2>/dev/null");
 }
 
+// The cipher an openssl client offering only `version` (tls1_1, tls1_2,
+// tls1_3; every cipher allowed on the client's side) negotiates with the
+// server at 127.0.0.1:port: "(NONE)" when the server refuses the version.
+std::string negotiated_cipher(int port, const std::string& version, const std::string& ca) {
+  const std::string out =
+      run_capture("openssl s_client -connect 127.0.0.1:" + std::to_string(port) + " -" + version +
+                  " -cipher 'DEFAULT:@SECLEVEL=0' -alpn h2 -CAfile '" + ca + "' </dev/null 2>&1");
+  const std::string key = "Cipher is ";
+  const auto at = out.find(key);
+  if (at == std::string::npos) return "(no handshake output)";
+  return out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+}
+
 // Adds a bearer token to a call.
 void bearer(grpc::ClientContext& ctx, const std::string& token) {
   ctx.AddMetadata("authorization", "Bearer " + token);
@@ -143,6 +156,10 @@ TEST_F(ListenerSecurity, TlsHandshakeSucceedsWithTheRightCa) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(res.output(), "x");
   EXPECT_NE(d.log().find("TLS, client certificates request"), std::string::npos) << d.log();
+  // TLS 1.2 or newer only: a TLS 1.1 client gets no cipher.
+  EXPECT_EQ(negotiated_cipher(d.port(), "tls1_1", certs_.path("ca.pem")), "(NONE)");
+  EXPECT_EQ(negotiated_cipher(d.port(), "tls1_2", certs_.path("ca.pem")).rfind("ECDHE-", 0), 0u);
+  EXPECT_EQ(negotiated_cipher(d.port(), "tls1_3", certs_.path("ca.pem")).rfind("TLS_AES_", 0), 0u);
 }
 
 TEST_F(ListenerSecurity, PlaintextUntrustedCaAndExpiredCertificateAreRefused) {

@@ -60,6 +60,19 @@ CtlRun ctl(std::vector<std::string> args, const std::string& input = "") {
   return r;
 }
 
+// The secure variant's flags for the job port: --tls-ca and --token-file
+// (TPOOL_IT_SECURE=1, daemon_process.h); none otherwise.
+std::vector<std::string> secure_args() {
+  if (!secure_variant()) return {};
+  const SecureMaterial& m = SecureMaterial::get();
+  const std::string token_file = m.path("it.token");
+  if (!std::filesystem::exists(token_file)) {
+    std::ofstream(token_file) << m.token() << "\n";
+    ::chmod(token_file.c_str(), 0600);
+  }
+  return {"--tls-ca", m.path("ca.pem"), "--token-file", token_file};
+}
+
 bool one_sentence(const std::string& err) {
   return !err.empty() && err.back() == '\n' && err.find('\n') == err.size() - 1 &&
          err.rfind("tpoolctl", 0) == 0;
@@ -71,9 +84,12 @@ class Tpoolctl : public DaemonSuite<Tpoolctl> {
 
  protected:
   // tpoolctl --address <daemon> --admin-address <its admin socket> args...
+  // (secure variant: also --tls-ca and --token-file).
   static CtlRun run(std::vector<std::string> args, const std::string& input = "") {
     args.insert(args.begin(),
                 {"--address", daemon_->address(), "--admin-address", daemon_->admin_address()});
+    const auto sec = secure_args();
+    args.insert(args.begin(), sec.begin(), sec.end());
     return ctl(std::move(args), input);
   }
 };
@@ -287,7 +303,9 @@ TEST(TpoolctlDown, DaemonDownExits3) {
 TEST(TpoolctlDrain, DrainWaitsThenTheDaemonExits) {
   DaemonProcess d("[metrics]\nenabled = false\n");
   ASSERT_TRUE(d.started()) << d.log();
-  auto s = ctl({"--address", d.address(), "submit", "sleep", "200"});
+  auto submit = secure_args();
+  submit.insert(submit.end(), {"--address", d.address(), "submit", "sleep", "200"});
+  auto s = ctl(submit);
   ASSERT_EQ(s.exit, 0) << s.err;
   // drain goes to the admin listener; no --address needed.
   auto r = ctl({"--admin-address", d.admin_address(), "drain", "--timeout", "20s"});

@@ -16,3 +16,20 @@ function(tpool_add_gtest name)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
 endfunction()
+
+# tpool_add_gtest_variant(<target> PREFIX <prefix> ENVIRONMENT <VAR=VALUE>... [LABELS ...] [TIMEOUT s])
+#
+# The cases of an existing tpool_add_gtest executable registered once more,
+# named <prefix><Suite.Case> and run with the given environment: e.g. the
+# daemon's integration suites over TLS with auth on (TPOOL_IT_SECURE=1,
+# tests/integration/daemon/daemon_process.h).
+function(tpool_add_gtest_variant target)
+  cmake_parse_arguments(T "" "TIMEOUT;PREFIX" "ENVIRONMENT;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       TEST_PREFIX "${T_PREFIX}"
+                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+                                  ENVIRONMENT "${T_ENVIRONMENT}")
+endfunction()

@@ -38,11 +38,19 @@ struct Args {
   std::map<std::string, std::vector<std::string>> options;  // "--timeout" -> values
   bool json = false;
   tpool::client::ClientOptions client;
+  // AdminService's address (--admin-address, $TPOOL_ADMIN_ADDRESS, else the
+  // default admin socket: tpool/common/admin_address.h).
+  std::string admin_address;
   bool deadline_given = false;
 
   bool has(const std::string& opt) const { return options.count(opt) != 0; }
   std::optional<std::string> value(const std::string& opt) const;
 };
+
+// The options for AdminService calls (stats, drain, reload, version): the
+// global options with the admin address; TLS only when it is a TCP address
+// (a unix: socket is plaintext, its file mode is the access control).
+tpool::client::ClientOptions admin_options(const Args& a);
 
 // "tpoolctl <command>: <sentence>" on stderr, then the exit code to return.
 int fail(const Args& a, int code, const std::string& sentence);

@@ -43,6 +43,13 @@ int exit_code_of(const Error& e) {
   }
 }
 
+tpool::client::ClientOptions admin_options(const Args& a) {
+  tpool::client::ClientOptions o = a.client;
+  o.address = a.admin_address;
+  if (tpool::client::is_unix_address(o.address)) o.tls = {};
+  return o;
+}
+
 std::optional<std::string> Args::value(const std::string& opt) const {
   auto it = options.find(opt);
   if (it == options.end() || it->second.empty()) return std::nullopt;
@@ -440,7 +447,7 @@ int cmd_handlers(const Args& a) {
 }
 
 int cmd_stats(const Args& a) {
-  Client c(a.client);
+  Client c(admin_options(a));
   auto r = c.stats();
   if (!r.ok()) return fail(a, r.error());
   const auto& s = *r;
@@ -455,9 +462,8 @@ int cmd_stats(const Args& a) {
   }
   const auto& d = s.daemon();
   const auto& p = s.pool();
-  std::cout << "tpoold " << d.version() << " at " << a.client.address << ": " << d.state()
-            << ", up " << d.uptime_ms() / 1000 << " s, " << d.plugin_reloads()
-            << " plugin reloads\n"
+  std::cout << "tpoold " << d.version() << " at " << a.admin_address << ": " << d.state() << ", up "
+            << d.uptime_ms() / 1000 << " s, " << d.plugin_reloads() << " plugin reloads\n"
             << "jobs      in flight " << d.jobs_in_flight() << ", streams " << d.streams_active()
             << ", retained results " << d.result_store_entries() << " (" << d.result_store_bytes()
             << " bytes)\n"
@@ -517,7 +523,7 @@ int cmd_drain(const Args& a) {
     call.deadline = timeout.count() > 0 ? timeout + std::chrono::seconds(30)
                                         : std::chrono::milliseconds(5 * 60'000);
   }
-  Client c(a.client);
+  Client c(admin_options(a));
   auto r = c.drain(timeout, call);
   if (!r.ok()) return fail(a, r.error());
   if (a.json) {
@@ -531,7 +537,7 @@ int cmd_drain(const Args& a) {
 }
 
 int cmd_reload(const Args& a) {
-  Client c(a.client);
+  Client c(admin_options(a));
   auto r = c.reload();
   if (!r.ok()) return fail(a, r.error());
   if (a.json) {
@@ -545,7 +551,7 @@ int cmd_reload(const Args& a) {
 }
 
 int cmd_version(const Args& a) {
-  Client c(a.client);
+  Client c(admin_options(a));
   auto r = c.stats();
   if (a.json) {
     std::cout << "{\"tpoolctl\":" << json_string(TPOOL_VERSION);
@@ -554,7 +560,7 @@ int cmd_version(const Args& a) {
   } else {
     std::cout << "tpoolctl " << TPOOL_VERSION << "\n";
     if (r.ok())
-      std::cout << "tpoold " << r->daemon().version() << " at " << a.client.address << "\n";
+      std::cout << "tpoold " << r->daemon().version() << " at " << a.admin_address << "\n";
   }
   return r.ok() ? kOk : fail(a, r.error());
 }

@@ -1,5 +1,7 @@
 // tpoolctl: the command line of tpoold. Parses the command line, prints help,
 // dispatches to a subcommand (commands.cc, bench.cc).
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -7,6 +9,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "tpool/common/admin_address.h"
 
 namespace tpoolctl {
 namespace {
@@ -119,6 +122,11 @@ const std::vector<Option> kGlobal = {
     {"--address", "HOST:PORT",
      "tpoold's address (default $TPOOL_ADDRESS, else 127.0.0.1:50051); several replicas: "
      "IP:PORT,IP:PORT,... or dns:///NAME:PORT (round_robin); a Unix socket: unix:/PATH"},
+    {"--admin-address", "ADDR",
+     "tpoold's admin listener, for stats, drain, reload and version (default "
+     "$TPOOL_ADMIN_ADDRESS, else the default admin socket: unix:$RUNTIME_DIRECTORY/admin.sock, "
+     "unix:$XDG_RUNTIME_DIR/tpoold/admin.sock, unix:/run/tpoold/admin.sock or "
+     "unix:/tmp/tpoold-UID/admin.sock, the first that exists)"},
     {"--deadline", "DUR", "deadline of each call (default 30s; drain: 5m)"},
     {"--json", nullptr, "print JSON instead of text"},
     {"--tls", nullptr, "use TLS (system roots unless --tls-ca)"},
@@ -190,6 +198,9 @@ int run(int argc, char** argv) {
   if (const char* env = std::getenv("TPOOL_ADDRESS"); env != nullptr && *env != '\0') {
     a.client.address = env;
   }
+  if (const char* env = std::getenv("TPOOL_ADMIN_ADDRESS"); env != nullptr && *env != '\0') {
+    a.admin_address = env;
+  }
   a.client.max_attempts = 3;
   std::vector<std::string> rest;
   bool help = false;
@@ -229,6 +240,8 @@ int run(int argc, char** argv) {
     }
     if (arg == "--address") {
       a.client.address = value;
+    } else if (arg == "--admin-address") {
+      a.admin_address = value;
     } else if (arg == "--deadline") {
       auto d = parse_duration(value);
       if (!d || d->count() <= 0) {
@@ -281,9 +294,19 @@ int run(int argc, char** argv) {
       return kUsage;
     }
     a.client.bearer_token = token.value();
-    if (auto why = tpool::client::token_transport_problem(a.client); !why.empty()) {
-      std::cerr << "tpoolctl: " << why << "\n";
-      return kUsage;
+  }
+
+  if (a.admin_address.empty()) {
+    // The daemon binds the first candidate; from a shell the environment may
+    // differ (no RUNTIME_DIRECTORY), so take the first socket that exists.
+    const auto candidates = tpool::admin_address_candidates();
+    a.admin_address = candidates.front();
+    for (const auto& c : candidates) {
+      struct stat st {};
+      if (::stat(c.substr(5).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+        a.admin_address = c;
+        break;
+      }
     }
   }
 
@@ -313,6 +336,17 @@ int run(int argc, char** argv) {
   if (help) {
     print_command_help(*cmd);
     return kOk;
+  }
+  if (!a.client.bearer_token.empty()) {
+    // Where this command's calls go: the admin listener for the admin
+    // commands, the job port for the rest.
+    const std::string name = cmd->name;
+    const bool admin = name == "stats" || name == "drain" || name == "reload" || name == "version";
+    if (auto why = tpool::client::token_transport_problem(admin ? admin_options(a) : a.client);
+        !why.empty()) {
+      std::cerr << "tpoolctl: " << why << "\n";
+      return kUsage;
+    }
   }
   for (std::size_t i = 1; i < rest.size(); ++i) {
     const std::string& arg = rest[i];

@@ -42,6 +42,9 @@ std::chrono::milliseconds timeout_of(std::uint64_t ms) {
 grpc::ServerUnaryReactor* AdminServiceImpl::Stats(grpc::CallbackServerContext* ctx,
                                                   const tpool::v1::StatsRequest*,
                                                   tpool::v1::StatsReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kStats); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   PoolStats ps = engine_.pool_stats();
   auto* p = resp->mutable_pool();
   p->set_submitted(ps.submitted);
@@ -104,6 +107,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Stats(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminServiceImpl::ReloadPlugins(grpc::CallbackServerContext* ctx,
                                                           const tpool::v1::ReloadPluginsRequest*,
                                                           tpool::v1::ReloadPluginsReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kReloadPlugins); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   std::string sentence;
   if (!life_.reload_plugins(&sentence)) {
     return finish_now(ctx, to_status(Refusal::kReloadFailed, sentence));
@@ -116,6 +122,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ReloadPlugins(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AdminServiceImpl::Drain(grpc::CallbackServerContext* ctx,
                                                   const tpool::v1::DrainRequest* req,
                                                   tpool::v1::DrainReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kDrain); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   auto* r = ctx->DefaultReactor();
   life_.shutdown(false, timeout_of(req->timeout_ms()), [r, resp](const Lifecycle::DrainOutcome& o) {
     resp->set_drained(o.drained);
@@ -129,6 +138,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Drain(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminServiceImpl::Shutdown(grpc::CallbackServerContext* ctx,
                                                      const tpool::v1::ShutdownRequest* req,
                                                      tpool::v1::ShutdownReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kShutdown); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   bool cancel = req->mode() == tpool::v1::SHUTDOWN_MODE_CANCEL;
   if (req->mode() < 0 || req->mode() > tpool::v1::SHUTDOWN_MODE_CANCEL) {
     return finish_now(

@@ -96,6 +96,10 @@ grpc::StatusCode code_of(Refusal r) noexcept {
       return grpc::StatusCode::DEADLINE_EXCEEDED;
     case Refusal::kCallCancelled:
       return grpc::StatusCode::CANCELLED;
+    case Refusal::kUnauthenticated:
+      return grpc::StatusCode::UNAUTHENTICATED;
+    case Refusal::kPermissionDenied:
+      return grpc::StatusCode::PERMISSION_DENIED;
   }
   return grpc::StatusCode::INTERNAL;  // unreachable: a new Refusal without a code is a bug
 }
@@ -128,7 +132,11 @@ grpc::Status to_status(const engine::Error& e, grpc::CallbackServerContext* ctx)
 }
 
 int code_number(const engine::Error& e) noexcept {
-  return static_cast<int>(code_of(refusal_of(e.code)));
+  return code_number(refusal_of(e.code));
+}
+
+int code_number(Refusal r) noexcept {
+  return static_cast<int>(code_of(r));
 }
 
 grpc::Status to_status(const engine::Job& final_job,

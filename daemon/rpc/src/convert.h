@@ -33,23 +33,27 @@ void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::
 // the only place that turns a reason into a grpc::StatusCode. No other file
 // of daemon/rpc names a grpc::StatusCode but OK.
 enum class Refusal : std::uint8_t {
-  kInvalidRequest,  // INVALID_ARGUMENT: a field out of range (handler, lane, payload,
-                    //   key, labels, replica, shutdown mode)
-  kUnparsable,      // INVALID_ARGUMENT: bytes that are not a message of the method's type
-  kNotFound,        // NOT_FOUND: unknown handler, unknown or expired job id
-  kExhausted,       // RESOURCE_EXHAUSTED: in-flight limit, pool full, max_streams
-  kDraining,        // UNAVAILABLE: draining or stopping, no new jobs
-  kConflict,        // FAILED_PRECONDITION: an idempotency key reused for another request
-  kOtherReplica,    // FAILED_PRECONDITION: the job belongs to another replica
-  kReloadFailed,    // FAILED_PRECONDITION: a plugin reload failed, the old plugins stay
-  kCallDeadline,    // DEADLINE_EXCEEDED: the call's own deadline passed
-  kCallCancelled,   // CANCELLED: the client cancelled its call
+  kInvalidRequest,    // INVALID_ARGUMENT: a field out of range (handler, lane, payload,
+                      //   key, labels, replica, shutdown mode)
+  kUnparsable,        // INVALID_ARGUMENT: bytes that are not a message of the method's type
+  kNotFound,          // NOT_FOUND: unknown handler, unknown or expired job id
+  kExhausted,         // RESOURCE_EXHAUSTED: in-flight limit, pool full, max_streams
+  kDraining,          // UNAVAILABLE: draining or stopping, no new jobs
+  kConflict,          // FAILED_PRECONDITION: an idempotency key reused for another request
+  kOtherReplica,      // FAILED_PRECONDITION: the job belongs to another replica
+  kReloadFailed,      // FAILED_PRECONDITION: a plugin reload failed, the old plugins stay
+  kCallDeadline,      // DEADLINE_EXCEEDED: the call's own deadline passed
+  kCallCancelled,     // CANCELLED: the client cancelled its call
+  kUnauthenticated,   // UNAUTHENTICATED: auth is on and the call has no credentials, a
+                      //   malformed or wrong token, or a certificate naming no principal
+  kPermissionDenied,  // PERMISSION_DENIED: a known principal without the method's role,
+                      //   or a handler outside its allow-list (also per item)
 };
-inline constexpr Refusal kAllRefusals[] = {Refusal::kInvalidRequest, Refusal::kUnparsable,
-                                           Refusal::kNotFound,       Refusal::kExhausted,
-                                           Refusal::kDraining,       Refusal::kConflict,
-                                           Refusal::kOtherReplica,   Refusal::kReloadFailed,
-                                           Refusal::kCallDeadline,   Refusal::kCallCancelled};
+inline constexpr Refusal kAllRefusals[] = {
+    Refusal::kInvalidRequest, Refusal::kUnparsable,      Refusal::kNotFound,
+    Refusal::kExhausted,      Refusal::kDraining,        Refusal::kConflict,
+    Refusal::kOtherReplica,   Refusal::kReloadFailed,    Refusal::kCallDeadline,
+    Refusal::kCallCancelled,  Refusal::kUnauthenticated, Refusal::kPermissionDenied};
 
 // The table.
 grpc::StatusCode code_of(Refusal r) noexcept;
@@ -65,6 +69,8 @@ grpc::Status to_status(const engine::Error& e, grpc::CallbackServerContext* ctx)
 // The google.rpc.Code number of an engine error, for per-item answers
 // (SubmitBatch items, Stream results).
 int code_number(const engine::Error& e) noexcept;
+// The google.rpc.Code number of a reason, for per-item answers.
+int code_number(Refusal r) noexcept;
 // The status of a call that waited for a job (Execute, Wait) that is now
 // final: OK in every final state (the JobResult says which), except a job
 // that timed out because the call's own deadline (call_deadline) passed:

@@ -129,6 +129,9 @@ std::optional<grpc::Status> other_replica(std::uint64_t job_id, const std::strin
 grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* ctx,
                                                   const tpool::v1::JobRequest* req,
                                                   tpool::v1::JobResult* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kExecute, req->handler()); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   auto* r = new JobWaitReactor(resp, replica_, limits_.max_message_bytes, ctx->deadline());
   engine::JobSpec spec;
   if (auto err = to_spec(*req, ctx->deadline(), false, spec)) {
@@ -147,6 +150,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ctx,
                                                  const tpool::v1::JobRequest* req,
                                                  tpool::v1::JobRef* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kSubmit, req->handler()); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   engine::JobSpec spec;
   // A submitted job outlives the call: the call's deadline bounds only the
   // call, not the job (use timeout_ms for that).
@@ -163,6 +169,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContext* ctx,
                                                       const tpool::v1::JobBatch* req,
                                                       tpool::v1::JobRefs* resp) {
+  // The role here; each item's handler against the allow-list below.
+  auto admission = access_.admit(ctx, security::Method::kSubmitBatch);
+  if (admission.refused) return finish_now(ctx, *admission.refused);
   const int n = req->jobs_size();
   resp->mutable_items()->Reserve(n);
   // Translate every item, then submit the valid ones with one engine batch.
@@ -174,6 +183,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
     const auto& item = req->jobs(i);
     auto* out = resp->add_items();
     out->set_tag(item.tag());
+    if (std::string why =
+            admission.caller.handler_refusal(security::Method::kSubmitBatch, item.handler());
+        !why.empty()) {
+      out->set_code(code_number(Refusal::kPermissionDenied));
+      out->set_message(why);
+      continue;
+    }
     engine::JobSpec& spec = specs.emplace_back();
     if (auto err = to_spec(item, std::chrono::system_clock::time_point::max(), true, spec)) {
       specs.pop_back();
@@ -201,6 +217,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
                                                const tpool::v1::WaitRequest* req,
                                                tpool::v1::JobResult* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kWait); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
@@ -213,6 +232,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
                                               const tpool::v1::JobRef* req,
                                               tpool::v1::JobStatus* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kGet); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
@@ -240,6 +262,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* JobServiceImpl::Cancel(grpc::CallbackServerContext* ctx,
                                                  const tpool::v1::JobRef* req,
                                                  tpool::v1::CancelReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kCancel); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
   auto found = engine_.find(req->job_id());
   if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
@@ -251,6 +276,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::Cancel(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* JobServiceImpl::ListHandlers(grpc::CallbackServerContext* ctx,
                                                        const tpool::v1::ListHandlersRequest*,
                                                        tpool::v1::ListHandlersReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kListHandlers); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
   for (const auto& h : engine_.handlers()) {
     auto* out = resp->add_handlers();
     out->set_name(h.name);

@@ -86,9 +86,21 @@ using tpool::v1::ResultBatch;
 class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                             public engine::CapacityWaiter {
  public:
-  StreamReactor(JobServiceImpl& svc, grpc::CallbackServerContext* ctx) : svc_(svc), ctx_(ctx) {
+  StreamReactor(JobServiceImpl& svc, grpc::CallbackServerContext* ctx)
+      : svc_(svc), ctx_(ctx), admission_(svc.access().admit(ctx, security::Method::kStream)) {
     svc_.streams_total.fetch_add(1, std::memory_order_relaxed);
-    if (svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams) {
+    // Counted here whatever follows: the destructor takes it back.
+    const bool over_limit =
+        svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams;
+    if (admission_.refused) {  // the role; each item's handler is checked in pump_locked
+      {
+        tpool::MutexLock lock(mu_);  // nobody else sees the reactor yet; for the analysis (S1)
+        transition(StreamState::kHeld, StreamState::kFinished);
+      }
+      Finish(*admission_.refused);
+      return;
+    }
+    if (over_limit) {
       svc_.streams_rejected.fetch_add(1, std::memory_order_relaxed);
       {
         tpool::MutexLock lock(mu_);  // nobody else sees the reactor yet; for the analysis (S1)
@@ -294,9 +306,16 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
           static_cast<std::uint64_t>(in_.jobs_size()),
           static_cast<std::uint64_t>(next_item_) + std::min<std::uint64_t>(room, 1u << 20)));
       specs_.clear();
-      int bad = -1;  // an item that does not translate ends the run
+      int bad = -1;  // an item that does not translate, or is not allowed, ends the run
       std::optional<engine::Error> bad_err;
+      std::string denied;  // why the item `bad` is not allowed (the caller's snapshot)
       for (int i = next_item_; i < end; ++i) {
+        denied =
+            admission_.caller.handler_refusal(security::Method::kStream, in_.jobs(i).handler());
+        if (!denied.empty()) {
+          bad = i;
+          break;
+        }
         engine::JobSpec& spec = specs_.emplace_back();
         bad_err = to_spec(in_.jobs(i), ctx_->deadline(), false, spec);
         if (bad_err) {
@@ -340,7 +359,11 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
         continue;  // room right now: try again
       }
       if (bad >= 0) {
-        add_error(in_.jobs(bad).tag(), *bad_err);
+        if (!denied.empty()) {
+          add_refusal(in_.jobs(bad).tag(), Refusal::kPermissionDenied, denied);
+        } else {
+          add_error(in_.jobs(bad).tag(), *bad_err);
+        }
         ++next_item_;
       }
     }
@@ -361,10 +384,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   void add_error(std::uint64_t tag, const engine::Error& err) REQUIRES(mu_) {
+    add_refusal(tag, refusal_of(err.code), err.message);
+  }
+  void add_refusal(std::uint64_t tag, Refusal why, const std::string& sentence) REQUIRES(mu_) {
     auto r = std::make_unique<tpool::v1::JobResult>();
     r->set_tag(tag);
-    r->set_code(code_number(err));
-    r->set_message(err.message);
+    r->set_code(code_number(why));
+    r->set_message(sentence);
     add_pending_locked(std::move(r));
   }
 
@@ -503,6 +529,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   JobServiceImpl& svc_;
   grpc::CallbackServerContext* ctx_;
+  // The caller, admitted once at the start; its token file snapshot decides
+  // every item of this call (access.h).
+  const Admission admission_;
   std::atomic<Ended*> ended_{nullptr};  // (S5) a Treiber stack, drained whole
   std::atomic<bool> cancelled_{false};  // the jobs' group cancel flag
   std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone

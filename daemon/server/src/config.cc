@@ -1,5 +1,10 @@
 #include "config.h"
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -10,6 +15,9 @@
 #include <limits>
 #include <map>
 #include <sstream>
+
+#include "tpool/common/admin_address.h"
+#include "tpool/security/token_store.h"
 
 namespace tpool::server {
 namespace {
@@ -129,7 +137,249 @@ Status replica_word(std::string_view key, const std::string& v) {
                                  "(empty: the host name)");
 }
 
+constexpr const char* kUnixPrefix = "unix:";
+// sockaddr_un's sun_path holds 108 bytes with the terminating NUL.
+constexpr std::size_t kMaxSocketPath = 107;
+
+Status validate_security(const DaemonConfig& c) {
+  const TlsSection& t = c.tls;
+  for (Status s : {
+           one_of("tls.client_auth", t.client_auth, {"none", "request", "require"}),
+           one_of("tls.principal_from", t.principal_from, {"san_then_cn", "san", "cn"}),
+           range("tls.refresh_interval_ms", t.refresh_interval_ms, 1000, kDay),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    return Status::InvalidArgument(
+        std::string(t.cert_file.empty() ? "tls.key_file" : "tls.cert_file") + " is set but " +
+        (t.cert_file.empty() ? "tls.cert_file" : "tls.key_file") +
+        " is not; TLS needs both the certificate chain and its private key (or neither: no TLS)");
+  }
+  if (!t.enabled() && !t.client_ca_file.empty()) {
+    return Status::InvalidArgument(
+        "tls.client_ca_file is set but tls.cert_file is not; client certificates are only "
+        "verified on a TLS listener: set tls.cert_file and tls.key_file, or remove "
+        "tls.client_ca_file");
+  }
+  if (t.client_auth != "none" && t.client_ca_file.empty()) {
+    return Status::InvalidArgument("tls.client_auth = " + quote(t.client_auth) +
+                                   " needs tls.client_ca_file, the CA bundle client "
+                                   "certificates are verified against; set it, or use "
+                                   "client_auth = 'none'");
+  }
+  if (!t.client_ca_file.empty() && t.client_auth == "none") {
+    return Status::InvalidArgument(
+        "tls.client_ca_file is set but tls.client_auth = 'none' never asks for a client "
+        "certificate; use client_auth = 'request' or 'require', or remove client_ca_file");
+  }
+  const std::string& a = c.server.admin_listen;
+  if (a.empty() || a == "none") return Status::Ok();
+  if (a.rfind(kUnixPrefix, 0) == 0) {
+    const std::string path = a.substr(std::string_view(kUnixPrefix).size());
+    if (path.empty() || path.front() != '/' || path.back() == '/') {
+      return Status::InvalidArgument("server.admin_listen = " + quote(a) +
+                                     " is not a socket path; use unix:/ABSOLUTE/PATH, e.g. "
+                                     "unix:/run/tpoold/admin.sock ('' = the default socket)");
+    }
+    if (path.size() > kMaxSocketPath) {
+      return Status::InvalidArgument(
+          "server.admin_listen = " + quote(a) + ": the path is " + std::to_string(path.size()) +
+          " bytes long; a Unix socket path may have at most " + std::to_string(kMaxSocketPath));
+    }
+    return Status::Ok();
+  }
+  if (Status s = host_port("server.admin_listen", a); !s.ok()) {
+    return Status::InvalidArgument(s.message() +
+                                   "; or unix:/PATH, '' (the default socket), 'none'");
+  }
+  if (!t.enabled() || !c.auth.enabled()) {
+    return Status::InvalidArgument(
+        "server.admin_listen = " + quote(a) +
+        " is a TCP address: an admin listener on TCP needs TLS (tls.cert_file, tls.key_file) and "
+        "a token file (auth.token_file) so that only principals with the admin role reach it; "
+        "set both, or use a Unix socket (admin_listen = '', the default)");
+  }
+  if (a == c.server.listen) {
+    return Status::InvalidArgument("server.admin_listen = " + quote(a) +
+                                   " is the job port (server.listen); give the admin listener "
+                                   "an address of its own");
+  }
+  return Status::Ok();
+}
+
+// Reads a file the config names, at most 1 MiB (a certificate bundle is
+// kilobytes): an error sentence naming the key, or "".
+std::string read_small_file(const std::string& key, const std::string& path, std::string* out) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    return key + " = " + quote(path) + ": the file does not exist; check the path";
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return key + " = " + quote(path) + " is not a regular file; give the path of a PEM file";
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return key + " = " + quote(path) +
+           ": cannot read the file; check its permissions (tpoold's user must read it)";
+  }
+  constexpr std::size_t kMax = 1u << 20;
+  out->assign(kMax + 1, '\0');
+  in.read(out->data(), static_cast<std::streamsize>(out->size()));
+  out->resize(static_cast<std::size_t>(in.gcount()));
+  if (out->size() > kMax) {
+    return key + " = " + quote(path) + " is larger than 1 MiB; it is not a PEM file";
+  }
+  return "";
+}
+
+// OpenSSL's BIO over a string, freed on scope exit.
+struct Bio {
+  explicit Bio(const std::string& s) : b(BIO_new_mem_buf(s.data(), static_cast<int>(s.size()))) {}
+  ~Bio() { BIO_free(b); }
+  BIO* b;
+};
+
+// The number of certificates in a PEM text (0: none parse).
+int count_certs(const std::string& pem) {
+  Bio bio(pem);
+  int n = 0;
+  while (X509* x = PEM_read_bio_X509(bio.b, nullptr, nullptr, nullptr)) {
+    X509_free(x);
+    ++n;
+  }
+  ERR_clear_error();
+  return n;
+}
+
 }  // namespace
+
+bool is_loopback_address(const std::string& host_port) {
+  const auto colon = host_port.rfind(':');
+  std::string host = colon == std::string::npos ? host_port : host_port.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8 in dotted decimal.
+  if (host.rfind("127.", 0) != 0) return false;
+  int parts = 0;
+  std::size_t i = 0;
+  while (i <= host.size()) {
+    std::size_t j = host.find('.', i);
+    if (j == std::string::npos) j = host.size();
+    if (j == i || j - i > 3) return false;
+    for (std::size_t k = i; k < j; ++k) {
+      if (host[k] < '0' || host[k] > '9') return false;
+    }
+    if (std::stoi(host.substr(i, j - i)) > 255) return false;
+    ++parts;
+    i = j + 1;
+  }
+  return parts == 4;
+}
+
+AdminListen DaemonConfig::admin_listen() const {
+  AdminListen a;
+  const std::string v = server.admin_listen.empty() ? default_admin_address() : server.admin_listen;
+  if (v == "none") return a;
+  a.address = v;
+  if (v.rfind(kUnixPrefix, 0) == 0) {
+    a.kind = AdminListen::Kind::kUnix;
+    a.path = v.substr(std::string_view(kUnixPrefix).size());
+  } else {
+    a.kind = AdminListen::Kind::kTcp;
+  }
+  return a;
+}
+
+std::vector<std::string> DaemonConfig::insecure_listeners() const {
+  std::vector<std::string> out;
+  auto check = [&](const std::string& key, const std::string& address) {
+    if (is_loopback_address(address)) return;
+    std::string missing;
+    if (!tls.enabled()) missing = "TLS (tls.cert_file, tls.key_file)";
+    if (!auth.enabled()) {
+      missing += std::string(missing.empty() ? "" : " and ") + "a token file (auth.token_file)";
+    }
+    if (missing.empty()) return;
+    out.push_back(key + " = " + quote(address) + " is reachable from other hosts without " +
+                  missing);
+  };
+  check("server.listen", server.listen);
+  // A TCP admin listener needs TLS and a token file whatever allow_insecure
+  // says (validate_security); a Unix socket is not reachable from the network.
+  return out;
+}
+
+Status check_security_files(const DaemonConfig& c) {
+  const TlsSection& t = c.tls;
+  if (t.enabled()) {
+    std::string cert, key;
+    if (auto e = read_small_file("tls.cert_file", t.cert_file, &cert); !e.empty()) {
+      return Status::InvalidArgument(e);
+    }
+    if (auto e = read_small_file("tls.key_file", t.key_file, &key); !e.empty()) {
+      return Status::InvalidArgument(e);
+    }
+    Bio cert_bio(cert);
+    X509* leaf = PEM_read_bio_X509(cert_bio.b, nullptr, nullptr, nullptr);
+    if (leaf == nullptr) {
+      ERR_clear_error();
+      return Status::InvalidArgument("tls.cert_file = " + quote(t.cert_file) +
+                                     " holds no PEM certificate (-----BEGIN CERTIFICATE-----); "
+                                     "give the server's certificate chain, leaf first");
+    }
+    Bio key_bio(key);
+    EVP_PKEY* pkey = PEM_read_bio_PrivateKey(key_bio.b, nullptr, nullptr, nullptr);
+    if (pkey == nullptr) {
+      X509_free(leaf);
+      ERR_clear_error();
+      // The text is not echoed: it is a private key (or was meant to be).
+      return Status::InvalidArgument(
+          "tls.key_file = " + quote(t.key_file) +
+          " holds no unencrypted PEM private key; give the key of tls.cert_file "
+          "(-----BEGIN PRIVATE KEY----- or -----BEGIN EC/RSA PRIVATE KEY-----, no passphrase)");
+    }
+    const bool match = X509_check_private_key(leaf, pkey) == 1;
+    EVP_PKEY_free(pkey);
+    X509_free(leaf);
+    ERR_clear_error();
+    if (!match) {
+      return Status::InvalidArgument("tls.key_file = " + quote(t.key_file) +
+                                     " is not the private key of the certificate in "
+                                     "tls.cert_file = " +
+                                     quote(t.cert_file) +
+                                     "; give the key the certificate was issued for (the first "
+                                     "certificate of cert_file is the server's own)");
+    }
+    struct stat st {};
+    if (::stat(t.key_file.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0) {
+      return Status::InvalidArgument("tls.key_file = " + quote(t.key_file) +
+                                     " is readable by every user; chmod o-r it (0600, or 0640 "
+                                     "with the service's group)");
+    }
+    if (!t.client_ca_file.empty()) {
+      std::string ca;
+      if (auto e = read_small_file("tls.client_ca_file", t.client_ca_file, &ca); !e.empty()) {
+        return Status::InvalidArgument(e);
+      }
+      if (count_certs(ca) == 0) {
+        return Status::InvalidArgument("tls.client_ca_file = " + quote(t.client_ca_file) +
+                                       " holds no PEM certificate; give the CA certificate(s) "
+                                       "that issue the client certificates");
+      }
+    }
+  }
+  if (c.auth.enabled()) {
+    auto store = security::TokenStore::load(c.auth.token_file);
+    if (!store.ok()) {
+      return Status::InvalidArgument("auth.token_file: " + store.status().message());
+    }
+  }
+  return Status::Ok();
+}
 
 Status DaemonConfig::validate() const {
   const std::uint64_t kMiB = 1u << 20;
@@ -167,6 +417,7 @@ Status DaemonConfig::validate() const {
        }) {
     if (!s.ok()) return s;
   }
+  if (Status s = validate_security(*this); !s.ok()) return s;
   if (metrics.enabled) {
     if (Status s = host_port("metrics.listen", metrics.listen); !s.ok()) return s;
     const bool inline_pw = !metrics.basic_auth_password.empty();
@@ -211,6 +462,16 @@ Status DaemonConfig::validate() const {
   }
   for (const auto& d : plugins.dirs) {
     if (d.empty()) return Status::InvalidArgument("plugins.dirs has an empty entry; remove it");
+  }
+  if (!server.allow_insecure) {
+    if (auto insecure = insecure_listeners(); !insecure.empty()) {
+      return Status::InvalidArgument(
+          insecure.front() +
+          "; anyone who can reach it could run jobs and read their output. Configure [tls] "
+          "and [auth] (docs/security.md, \"Deployment checklist\"), listen on 127.0.0.1, or "
+          "set server.allow_insecure = true to accept the risk (tpoold then warns at every "
+          "start)");
+    }
   }
   return pool_config().validate();
 }
@@ -304,7 +565,17 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"stream_buffer_bytes", u64(c.server.stream_buffer_bytes)},
         {"drain_timeout_ms", u64(c.server.drain_timeout_ms)},
         {"cancel_grace_ms", u64(c.server.cancel_grace_ms)},
-        {"replica_id", str(c.server.replica_id)}}},
+        {"replica_id", str(c.server.replica_id)},
+        {"admin_listen", str(c.server.admin_listen)},
+        {"allow_insecure", boolean(c.server.allow_insecure)}}},
+      {"tls",
+       {{"cert_file", str(c.tls.cert_file)},
+        {"key_file", str(c.tls.key_file)},
+        {"client_ca_file", str(c.tls.client_ca_file)},
+        {"client_auth", str(c.tls.client_auth)},
+        {"principal_from", str(c.tls.principal_from)},
+        {"refresh_interval_ms", u64(c.tls.refresh_interval_ms)}}},
+      {"auth", {{"token_file", str(c.auth.token_file)}}},
       {"pool",
        {{"min_threads", u64(c.pool.min_threads)},
         {"max_threads", u64(c.pool.max_threads)},
@@ -385,7 +656,8 @@ Result<DaemonConfig> load_config_file(const std::string& path) {
 }
 
 std::string usage() {
-  return "usage: tpoold [--config FILE] [--listen HOST:PORT] [--plugin-dir DIR]...\n"
+  return "usage: tpoold [--config FILE] [--listen HOST:PORT] [--admin-listen ADDR]\n"
+         "              [--plugin-dir DIR]...\n"
          "              [--log-level LEVEL] [--log-format text|json] [--port-file FILE]\n"
          "              [--metrics-listen HOST:PORT] [--replica-id ID]\n"
          "       tpoold --check-config FILE\n"
@@ -423,6 +695,8 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       o.check_only = true;
     } else if (a == "--listen") {
       s = take(o.listen);
+    } else if (a == "--admin-listen") {
+      s = take(o.admin_listen);
     } else if (a == "--port-file") {
       s = take(o.port_file);
     } else if (a == "--plugin-dir") {
@@ -457,13 +731,16 @@ Result<DaemonConfig> resolve_config(const Options& o) {
     c = std::move(loaded).value();
   }
   if (!o.listen.empty()) c.server.listen = o.listen;
+  if (!o.admin_listen.empty()) c.server.admin_listen = o.admin_listen;
   if (!o.port_file.empty()) c.server.port_file = o.port_file;
   if (!o.plugin_dirs.empty()) c.plugins.dirs = o.plugin_dirs;
   if (!o.log_level.empty()) c.log.level = o.log_level;
   if (!o.log_format.empty()) c.log.format = o.log_format;
   if (!o.metrics_listen.empty()) c.metrics.listen = o.metrics_listen;
   if (!o.replica_id.empty()) c.server.replica_id = o.replica_id;
-  if (Status s = c.validate(); !s.ok()) {
+  Status s = c.validate();
+  if (s.ok()) s = check_security_files(c);
+  if (!s.ok()) {
     if (o.config_path.empty()) return s;
     return Status::InvalidArgument(o.config_path + ": " + s.message());
   }

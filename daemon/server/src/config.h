@@ -18,7 +18,14 @@
 namespace tpool::server {
 
 struct ServerSection {
-  std::string listen = "127.0.0.1:50051";
+  std::string listen = "127.0.0.1:50051";  // the job port: JobService, health, reflection
+  // AdminService's listener: "" = the default Unix socket
+  // (tpool/common/admin_address.h), "none" = no admin listener,
+  // "unix:/ABSOLUTE/PATH", or HOST:PORT (only with [tls] and [auth]).
+  std::string admin_listen;
+  // true: listeners on non-loopback addresses without TLS and a token file
+  // are allowed, and warned about at every start (insecure_listeners()).
+  bool allow_insecure = false;
   // Write the bound port (decimal, then a newline) here once serving: for
   // `listen = "127.0.0.1:0"` (tests, scripts). Empty: do not write.
   std::string port_file;
@@ -92,8 +99,43 @@ struct MetricsSection {
   std::string basic_auth_password_file;
 };
 
+struct TlsSection {
+  // Both or neither: set, the job port (and a TCP admin listener) serve TLS
+  // 1.2 or newer with this certificate chain and key, re-read from the files
+  // every refresh_interval_ms (rotation without a restart).
+  std::string cert_file;
+  std::string key_file;
+  // The CA bundle client certificates are verified against (client_auth
+  // request or require).
+  std::string client_ca_file;
+  std::string client_auth = "none";            // none | request | require
+  std::string principal_from = "san_then_cn";  // san_then_cn | san | cn
+  std::uint64_t refresh_interval_ms = 60000;   // gRPC's file watcher: whole seconds, rounded up
+
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct AuthSection {
+  // Set: auth is on. Every call needs a principal (a bearer token, or a
+  // verified client certificate whose principal has a line here); SIGHUP
+  // re-reads the file (docs/security.md, "The token file").
+  std::string token_file;
+
+  bool enabled() const { return !token_file.empty(); }
+};
+
+// The admin listener, resolved from server.admin_listen.
+struct AdminListen {
+  enum class Kind : std::uint8_t { kNone, kUnix, kTcp };
+  Kind kind = Kind::kNone;
+  std::string address;  // for gRPC: "unix:/path" or HOST:PORT
+  std::string path;     // kUnix: the socket's path
+};
+
 struct DaemonConfig {
   ServerSection server;
+  TlsSection tls;
+  AuthSection auth;
   PoolSection pool;
   PluginsSection plugins;
   ResultsSection results;
@@ -111,7 +153,23 @@ struct DaemonConfig {
   rpc::RpcLimits rpc_limits() const;
   // server.replica_id, or the host name (gethostname) when it is empty.
   std::string replica_id() const;
+  // server.admin_listen resolved ("" -> the default Unix socket).
+  AdminListen admin_listen() const;
+  // One sentence per listener that would be reachable from other hosts
+  // without TLS, or (job and admin ports) without a token file: refused by
+  // validate() unless server.allow_insecure, then logged at every start.
+  std::vector<std::string> insecure_listeners() const;
 };
+
+// Whether HOST of "HOST:PORT" is a loopback address (127.0.0.0/8, [::1],
+// localhost). 0.0.0.0, [::] and every other name are not.
+bool is_loopback_address(const std::string& host_port);
+
+// The start-time checks of the files the config names: the TLS certificate,
+// key and client CA are readable PEM, the key belongs to the certificate, and
+// the token file parses. Each error names the key, the file and what to do.
+// (Kept out of validate(), which looks at values only.)
+Status check_security_files(const DaemonConfig& config);
 
 // Parses TOML text; `origin` (a file name) prefixes errors. Unknown keys and
 // values of the wrong type are errors naming the key.
@@ -125,6 +183,7 @@ struct Options {
   bool show_version = false;             // --version
   bool show_help = false;                // --help
   std::string listen;                    // --listen ADDR
+  std::string admin_listen;              // --admin-listen ADDR
   std::string port_file;                 // --port-file FILE
   std::vector<std::string> plugin_dirs;  // --plugin-dir DIR (repeatable)
   std::string log_level;                 // --log-level

@@ -1,10 +1,11 @@
 #include "daemon.h"
-
+//
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "crash.h"
+#include "listeners.h"
 #include "notify.h"
 
 #ifndef TPOOL_VERSION
@@ -120,8 +122,11 @@ Daemon::~Daemon() {
   // once the host is gone.
   exporters_.reset();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (admin_server_) admin_server_->Shutdown(std::chrono::system_clock::now());
   if (pool_) (void)pool_->shutdown(ShutdownMode::kCancelPending);
   server_.reset();
+  admin_server_.reset();
+  if (!admin_socket_.empty()) ::unlink(admin_socket_.c_str());  // e.g. a start that failed later
   admin_.reset();
   jobs_.reset();
   engine_.reset();
@@ -163,6 +168,17 @@ bool Daemon::reload_plugins(std::string* sentence) {
   *sentence = "plugins reloaded; handlers: " + (names.empty() ? std::string("none") : names);
   spdlog::info("{}", *sentence);
   return true;
+}
+
+void Daemon::reload_tokens() {
+  if (!tokens_) return;
+  Status s = tokens_->reload();
+  if (!s.ok()) {
+    spdlog::error("token file reload failed; the previous tokens stay in force: {}", s.message());
+    return;
+  }
+  spdlog::info("token file {} reloaded: {} principals", tokens_->path(),
+               tokens_->snapshot()->size());
 }
 
 void Daemon::shutdown(bool cancel_pending, std::chrono::milliseconds timeout,
@@ -232,18 +248,44 @@ int Daemon::start() {
   }
   pool_ = std::move(pool).value();
 
+  if (config_.auth.enabled()) {
+    auto tokens = security::TokenFile::open(config_.auth.token_file);
+    if (!tokens.ok()) {
+      spdlog::critical("cannot load the token file (auth.token_file): {}",
+                       tokens.status().message());
+      return 1;
+    }
+    tokens_ = std::move(tokens).value();
+  }
+  rpc::AccessConfig access;
+  access.tokens = tokens_.get();
+  access.principal_from = principal_from(config_);
+
   engine::EngineLimits limits = config_.engine_limits();
   limits.thread_init = &crash_handler_thread_init;
   engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
-  jobs_ =
-      std::make_unique<rpc::JobServiceImpl>(*engine_, config_.rpc_limits(), config_.replica_id());
-  admin_ = std::make_unique<rpc::AdminServiceImpl>(*engine_, *jobs_, *this, TPOOL_VERSION);
+  jobs_ = std::make_unique<rpc::JobServiceImpl>(*engine_, config_.rpc_limits(),
+                                                config_.replica_id(), rpc::Access(access));
+  const AdminListen admin_listen = config_.admin_listen();
+  rpc::AccessConfig admin_access = access;
+  admin_access.local_socket_is_admin = admin_listen.kind == AdminListen::Kind::kUnix;
+  admin_ = std::make_unique<rpc::AdminServiceImpl>(*engine_, *jobs_, *this, TPOOL_VERSION,
+                                                   rpc::Access(admin_access));
 
+  for (const auto& w : config_.insecure_listeners()) {
+    // validate() let it through: server.allow_insecure = true.
+    spdlog::warn("INSECURE: {} (server.allow_insecure = true)", w);
+  }
   grpc::EnableDefaultHealthCheckService(true);
   if (config_.server.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const auto creds = server_credentials(config_);
+  // The admin listener first: its socket is bound under a narrowed umask
+  // (process-wide), before the job port lets any job run code that creates
+  // files.
+  if (!start_admin_listener(creds)) return 1;
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config_.server.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config_.server.listen, creds, &port);
   // A second tpoold on the same port must fail, not share it (gRPC enables
   // SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -256,8 +298,9 @@ int Daemon::start() {
     f.push_back(rpc::unparsable_request_interceptors());
     builder.experimental().SetInterceptorCreators(std::move(f));
   }
+  // The job port serves JobService only: AdminService is on the admin
+  // listener (a call for it here is UNIMPLEMENTED).
   builder.RegisterService(jobs_.get());
-  builder.RegisterService(admin_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {
     spdlog::critical(
@@ -290,9 +333,14 @@ int Daemon::start() {
   const Config& pc = pool_->config();
   std::string host_part = config_.server.listen.substr(0, config_.server.listen.rfind(':'));
   spdlog::info(
-      "tpoold {} (replica {}, incarnation {}) serving gRPC on {}:{}; metrics {}; pool: {} "
-      "workers ({} blocking), scheduler {}, {} descriptors; plugins: {}",
+      "tpoold {} (replica {}, incarnation {}) serving gRPC on {}:{} ({}, {}); admin on {}; "
+      "metrics {}; pool: {} workers ({} blocking), scheduler {}, {} descriptors; plugins: {}",
       TPOOL_VERSION, jobs_->replica(), engine_->incarnation(), host_part, port,
+      config_.tls.enabled() ? "TLS, client certificates " + config_.tls.client_auth
+                            : std::string("plaintext"),
+      tokens_ ? "auth on: " + std::to_string(tokens_->snapshot()->size()) + " principals"
+              : std::string("auth off"),
+      admin_listen.kind == AdminListen::Kind::kNone ? std::string("none") : admin_listen.address,
       config_.metrics.enabled ? config_.metrics.listen : std::string("off"), pc.max_threads,
       pc.blocking_workers, to_string(pc.scheduler_variant), pc.queue_capacity,
       handlers.empty() ? std::string("none") : handlers);
@@ -301,6 +349,55 @@ int Daemon::start() {
   n.ready();
   n.status("serving on " + host_part + ":" + std::to_string(port));
   return 0;
+}
+
+bool Daemon::start_admin_listener(const std::shared_ptr<grpc::ServerCredentials>& tls_creds) {
+  const AdminListen a = config_.admin_listen();
+  if (a.kind == AdminListen::Kind::kNone) {
+    spdlog::info("no admin listener (server.admin_listen = \"none\"): AdminService is not served");
+    return true;
+  }
+  grpc::ServerBuilder builder;
+  int port = 0;
+  if (a.kind == AdminListen::Kind::kUnix) {
+    if (std::string err = prepare_admin_socket(a.path); !err.empty()) {
+      spdlog::critical("{}", err);
+      return false;
+    }
+    // The socket's mode is its access control: callers on it are treated as
+    // the service user (docs/security.md).
+    builder.AddListeningPort(a.address, grpc::InsecureServerCredentials());
+  } else {
+    builder.AddListeningPort(a.address, tls_creds, &port);  // validate(): TLS and auth
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  }
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config_.server.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config_.server.max_message_bytes));
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
+    f.push_back(rpc::unparsable_request_interceptors());
+    builder.experimental().SetInterceptorCreators(std::move(f));
+  }
+  builder.RegisterService(admin_.get());
+  {
+    SocketUmask umask_0600;  // the socket is created 0600 inside BuildAndStart
+    admin_server_ = builder.BuildAndStart();
+  }
+  if (!admin_server_ || (a.kind == AdminListen::Kind::kTcp && port == 0)) {
+    spdlog::critical(
+        "cannot listen on {} (server.admin_listen / --admin-listen): the address is in use, "
+        "not local, or its directory is not writable; pick another address",
+        a.address);
+    return false;
+  }
+  if (a.kind == AdminListen::Kind::kUnix) {
+    admin_socket_ = a.path;
+    if (std::string err = check_admin_socket_mode(a.path); !err.empty()) {
+      spdlog::critical("{}", err);
+      return false;
+    }
+  }
+  return true;
 }
 
 void Daemon::serve() {
@@ -314,9 +411,10 @@ void Daemon::serve() {
       spdlog::info("received {}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       shutdown(false, std::chrono::milliseconds(0), {});
     } else if (sig == SIGHUP) {
-      spdlog::info("received SIGHUP: reloading plugins");
+      spdlog::info("received SIGHUP: reloading plugins{}", tokens_ ? " and the token file" : "");
       std::string sentence;
       (void)reload_plugins(&sentence);
+      reload_tokens();
     }
     {
       tpool::MutexLock lock(request_mu_);
@@ -374,6 +472,7 @@ void Daemon::drain() {
     } else if (sig == SIGHUP) {
       std::string sentence;
       (void)reload_plugins(&sentence);
+      reload_tokens();
     }
     tpool::MutexLock lock(request_mu_);
     cancel = cancel || cancel_requested_;
@@ -441,7 +540,13 @@ void Daemon::drain() {
 
 void Daemon::stop() {
   move_to(Phase::kDraining, Phase::kStopping);
-  server_->Shutdown(std::chrono::system_clock::now() + kServerShutdownGrace);
+  const auto grace_end = std::chrono::system_clock::now() + kServerShutdownGrace;
+  server_->Shutdown(grace_end);
+  if (admin_server_) admin_server_->Shutdown(grace_end);
+  if (!admin_socket_.empty()) {
+    ::unlink(admin_socket_.c_str());  // gRPC may have already
+    admin_socket_.clear();
+  }
   exporters_.reset();
   if (stuck_handlers_ != 0) {
     // Their workers cannot be joined: run() exits without waiting for them.

@@ -6,7 +6,8 @@
 //
 //  starting  plugins load, the pool starts, the gRPC server binds; any failure
 //            exits 1 with a sentence.
-//  serving   READY=1; SIGHUP reloads plugins (RELOADING=1, then READY=1).
+//  serving   READY=1; SIGHUP reloads plugins (RELOADING=1, then READY=1) and
+//            the token file (auth.token_file; a bad file keeps the old one).
 //  draining  on SIGTERM/SIGINT, AdminService.Drain/Shutdown: health
 //            NOT_SERVING, new jobs UNAVAILABLE, STOPPING=1; queued and running
 //            jobs finish within the drain timeout. A second SIGTERM/SIGINT (or
@@ -36,10 +37,12 @@
 #include "tpool/engine/engine.h"
 #include "tpool/plugin_host/host.h"
 #include "tpool/rpc/services.h"
+#include "tpool/security/token_store.h"
 
 namespace grpc {
 class Server;
-}
+class ServerCredentials;
+}  // namespace grpc
 
 namespace tpool::server {
 
@@ -77,6 +80,12 @@ class Daemon final : public rpc::Lifecycle {
   void serve() EXCLUDES(request_mu_, reload_mu_);
   void drain() EXCLUDES(request_mu_, reload_mu_);
   void stop();
+  // Re-reads auth.token_file (SIGHUP); a file that fails keeps the current
+  // snapshot, and the log says why.
+  void reload_tokens();
+  // Builds and starts the admin listener (server.admin_listen); false after
+  // logging why.
+  bool start_admin_listener(const std::shared_ptr<grpc::ServerCredentials>& creds);
   // phase_.transition, and a critical log line when it is refused (a bug).
   void move_to(Phase from, Phase to);
 
@@ -102,8 +111,11 @@ class Daemon final : public rpc::Lifecycle {
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<rpc::JobServiceImpl> jobs_;
   std::unique_ptr<rpc::AdminServiceImpl> admin_;
-  std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<void> exporters_;  // started by start_exporters (exporters.cc)
+  std::unique_ptr<security::TokenFile> tokens_;  // auth.token_file; null: auth off
+  std::unique_ptr<grpc::Server> server_;         // the job port
+  std::unique_ptr<grpc::Server> admin_server_;   // the admin listener; null: "none"
+  std::string admin_socket_;                     // its Unix socket's path, removed at stop
+  std::shared_ptr<void> exporters_;              // started by start_exporters (exporters.cc)
 };
 
 // Starts the exporters (the Prometheus endpoint of daemon/metrics when it is

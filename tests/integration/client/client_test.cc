@@ -23,10 +23,26 @@ using tpool::client::JobState;
 
 constexpr int kNotFound = 5, kDeadlineExceeded = 4, kUnavailable = 14;
 
+// The job port; in the secure variant over TLS with the test CA and token.
 ClientOptions at(const DaemonProcess& d) {
   ClientOptions o;
   o.address = d.address();
   o.default_deadline = 30s;
+  if (secure_variant()) {
+    o.tls.enabled = true;
+    o.tls.root_certs_pem = SecureMaterial::get().read("ca.pem");
+    o.bearer_token = SecureMaterial::get().token();
+  }
+  return o;
+}
+
+// AdminService: the daemon's admin socket (plaintext; its mode is its access
+// control). The token of the secure variant goes along: with auth on, a
+// token on the socket is checked (the test's principal has every role).
+ClientOptions admin_at(const DaemonProcess& d) {
+  ClientOptions o = at(d);
+  o.address = d.admin_address();
+  o.tls = {};
   return o;
 }
 
@@ -45,6 +61,10 @@ class ClientLib : public DaemonSuite<ClientLib> {
  protected:
   static Client& c() {
     static Client client(at(*daemon_));
+    return client;
+  }
+  static Client& admin() {
+    static Client client(admin_at(*daemon_));
     return client;
   }
 };
@@ -204,14 +224,14 @@ TEST_F(ClientLib, HandlersStatsHealth) {
   std::vector<std::string> names;
   for (const auto& h : *hs) names.push_back(h.name);
   EXPECT_NE(std::find(names.begin(), names.end(), "echo"), names.end());
-  auto st = c().stats();
+  auto st = admin().stats();
   ASSERT_TRUE(st.ok()) << st.error().to_string();
   EXPECT_EQ(st->daemon().state(), "serving");
   EXPECT_FALSE(st->daemon().version().empty());
   auto h = c().health();
   ASSERT_TRUE(h.ok()) << h.error().to_string();
   EXPECT_EQ(*h, tpool::client::Health::kServing);
-  auto rl = c().reload();
+  auto rl = admin().reload();
   ASSERT_TRUE(rl.ok()) << rl.error().to_string();
   EXPECT_EQ(rl->handlers.size(), hs->size());
 }
@@ -251,17 +271,18 @@ TEST(ClientRetry, OnlyKeyedJobsAreRetriedOnUnavailable) {
   o.max_attempts = 3;
   o.initial_backoff = 1ms;
   Client client(o);
+  Client admin(admin_at(d));
   // A long job keeps the drain going while the test probes it.
   auto blocker = client.submit(job_of("sleep", "600000"));
   ASSERT_TRUE(blocker.ok()) << blocker.error().to_string();
-  auto drain = std::async(std::launch::async, [&] { return client.drain(60s, {.deadline = 90s}); });
+  auto drain = std::async(std::launch::async, [&] { return admin.drain(60s, {.deadline = 90s}); });
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (client.health().ok() && *client.health() == tpool::client::Health::kServing &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);  // polling an external process, bounded
   }
   ASSERT_EQ(*client.health(), tpool::client::Health::kNotServing);
-  auto rejected = [&] { return client.stats()->daemon().rejected_draining(); };
+  auto rejected = [&] { return admin.stats()->daemon().rejected_draining(); };
   const auto before = rejected();
 
   auto unkeyed = client.execute(job_of("echo", "x"));

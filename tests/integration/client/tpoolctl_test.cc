@@ -60,6 +60,19 @@ CtlRun ctl(std::vector<std::string> args, const std::string& input = "") {
   return r;
 }
 
+// The secure variant's flags for the job port: --tls-ca and --token-file
+// (TPOOL_IT_SECURE=1, daemon_process.h); none otherwise.
+std::vector<std::string> secure_args() {
+  if (!secure_variant()) return {};
+  const SecureMaterial& m = SecureMaterial::get();
+  const std::string token_file = m.path("it.token");
+  if (!std::filesystem::exists(token_file)) {
+    std::ofstream(token_file) << m.token() << "\n";
+    ::chmod(token_file.c_str(), 0600);
+  }
+  return {"--tls-ca", m.path("ca.pem"), "--token-file", token_file};
+}
+
 bool one_sentence(const std::string& err) {
   return !err.empty() && err.back() == '\n' && err.find('\n') == err.size() - 1 &&
          err.rfind("tpoolctl", 0) == 0;
@@ -70,9 +83,13 @@ class Tpoolctl : public DaemonSuite<Tpoolctl> {
   static std::string daemon_config() { return "[metrics]\nenabled = false\n"; }
 
  protected:
-  // tpoolctl --address <daemon> args...
+  // tpoolctl --address <daemon> --admin-address <its admin socket> args...
+  // (secure variant: also --tls-ca and --token-file).
   static CtlRun run(std::vector<std::string> args, const std::string& input = "") {
-    args.insert(args.begin(), {"--address", daemon_->address()});
+    args.insert(args.begin(),
+                {"--address", daemon_->address(), "--admin-address", daemon_->admin_address()});
+    const auto sec = secure_args();
+    args.insert(args.begin(), sec.begin(), sec.end());
     return ctl(std::move(args), input);
   }
 };
@@ -256,11 +273,12 @@ TEST_F(Tpoolctl, BenchCountsErrorsByStatus) {
 }
 
 TEST(TpoolctlDown, DaemonDownExits3) {
-  std::string address;
+  std::string address, admin_address;
   {
     DaemonProcess d("[metrics]\nenabled = false\n");
     ASSERT_TRUE(d.started()) << d.log();
     address = d.address();
+    admin_address = d.admin_address();  // removed with the daemon
     ASSERT_EQ(d.stop(), std::optional<int>(0));
   }
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -274,7 +292,8 @@ TEST(TpoolctlDown, DaemonDownExits3) {
            {"bench", "echo", "-n", "20", "-c", "2"},
        }) {
     auto full = args;
-    full.insert(full.begin(), {"--address", address, "--deadline", "5s"});
+    full.insert(full.begin(),
+                {"--address", address, "--admin-address", admin_address, "--deadline", "5s"});
     auto r = ctl(full);
     EXPECT_EQ(r.exit, 3) << args[0] << ": " << r.err;
     EXPECT_TRUE(one_sentence(r.err)) << args[0] << ": " << r.err;
@@ -284,9 +303,12 @@ TEST(TpoolctlDown, DaemonDownExits3) {
 TEST(TpoolctlDrain, DrainWaitsThenTheDaemonExits) {
   DaemonProcess d("[metrics]\nenabled = false\n");
   ASSERT_TRUE(d.started()) << d.log();
-  auto s = ctl({"--address", d.address(), "submit", "sleep", "200"});
+  auto submit = secure_args();
+  submit.insert(submit.end(), {"--address", d.address(), "submit", "sleep", "200"});
+  auto s = ctl(submit);
   ASSERT_EQ(s.exit, 0) << s.err;
-  auto r = ctl({"--address", d.address(), "drain", "--timeout", "20s"});
+  // drain goes to the admin listener; no --address needed.
+  auto r = ctl({"--admin-address", d.admin_address(), "drain", "--timeout", "20s"});
   EXPECT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out.rfind("drained: ", 0), 0u) << r.out;
   EXPECT_EQ(d.wait_exit(std::chrono::seconds(30)), std::optional<int>(0)) << d.log();

@@ -48,6 +48,15 @@ TEST(Config, SampleConfigParsesToTheDefaults) {
   EXPECT_EQ(c->results.retention_ms, d.results.retention_ms);
   EXPECT_EQ(c->results.max_bytes, d.results.max_bytes);
   EXPECT_EQ(c->log.level, d.log.level);
+  EXPECT_EQ(c->server.admin_listen, d.server.admin_listen);
+  EXPECT_EQ(c->server.allow_insecure, d.server.allow_insecure);
+  EXPECT_EQ(c->tls.cert_file, d.tls.cert_file);
+  EXPECT_EQ(c->tls.key_file, d.tls.key_file);
+  EXPECT_EQ(c->tls.client_ca_file, d.tls.client_ca_file);
+  EXPECT_EQ(c->tls.client_auth, d.tls.client_auth);
+  EXPECT_EQ(c->tls.principal_from, d.tls.principal_from);
+  EXPECT_EQ(c->tls.refresh_interval_ms, d.tls.refresh_interval_ms);
+  EXPECT_EQ(c->auth.token_file, d.auth.token_file);
   EXPECT_EQ(c->plugins.abort_on_load_error, d.plugins.abort_on_load_error);
   ASSERT_EQ(c->plugins.config.size(), 1u);
   EXPECT_EQ(c->plugins.config[0].first, "hash");

@@ -52,6 +52,7 @@ struct ServerOptions {
   std::size_t threads = 4;
   std::size_t queue_capacity = 1024;
   std::string replica = "replica-a";
+  Access access;  // who may call what (default: auth off), on both services
 };
 
 class InProcessServer {
@@ -76,8 +77,8 @@ class InProcessServer {
     if (!p.ok()) return;
     pool_ = std::move(p).value();
     engine_ = std::make_unique<engine::Engine>(*pool_, *host_, o.engine);
-    jobs_ = std::make_unique<JobServiceImpl>(*engine_, o.rpc, o.replica);
-    admin_ = std::make_unique<AdminServiceImpl>(*engine_, *jobs_, life_, "test-version");
+    jobs_ = std::make_unique<JobServiceImpl>(*engine_, o.rpc, o.replica, o.access);
+    admin_ = std::make_unique<AdminServiceImpl>(*engine_, *jobs_, life_, "test-version", o.access);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.SetMaxReceiveMessageSize(static_cast<int>(o.rpc.max_message_bytes));

@@ -26,6 +26,8 @@ TEST(RpcStatusTable, EveryReasonHasTheCodeDocsApiMdGives) {
       {Refusal::kReloadFailed, StatusCode::FAILED_PRECONDITION},
       {Refusal::kCallDeadline, StatusCode::DEADLINE_EXCEEDED},
       {Refusal::kCallCancelled, StatusCode::CANCELLED},
+      {Refusal::kUnauthenticated, StatusCode::UNAUTHENTICATED},
+      {Refusal::kPermissionDenied, StatusCode::PERMISSION_DENIED},
   };
   ASSERT_EQ(docs.size(), std::size(kAllRefusals));
   for (Refusal r : kAllRefusals) {

@@ -16,6 +16,7 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include "tpool/engine/engine.h"
+#include "tpool/rpc/access.h"
 #include "tpool/rpc/limits.h"
 #include "tpool/v1/admin.grpc.pb.h"
 #include "tpool/v1/jobs.grpc.pb.h"
@@ -50,8 +51,11 @@ class JobServiceImpl final : public JobServiceBase {
  public:
   // replica: this process's replica id, set on every job ref and result it
   // returns and checked against the replica a Wait, Get or Cancel names.
-  JobServiceImpl(engine::Engine& engine, RpcLimits limits, std::string replica = {})
-      : engine_(engine), limits_(limits), replica_(std::move(replica)) {}
+  // access: who may call what on the listener this service is registered on
+  // (default: auth off, everything allowed).
+  JobServiceImpl(engine::Engine& engine, RpcLimits limits, std::string replica = {},
+                 Access access = Access())
+      : engine_(engine), limits_(limits), replica_(std::move(replica)), access_(access) {}
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
                                     const tpool::v1::JobRequest* req,
@@ -79,6 +83,7 @@ class JobServiceImpl final : public JobServiceBase {
   engine::Engine& engine() noexcept { return engine_; }
   const RpcLimits& limits() const noexcept { return limits_; }
   const std::string& replica() const noexcept { return replica_; }
+  const Access& access() const noexcept { return access_; }
 
   // Used by the stream reactor (stream.cc).
   std::atomic<std::uint64_t> streams_active{0};
@@ -91,6 +96,7 @@ class JobServiceImpl final : public JobServiceBase {
   engine::Engine& engine_;
   const RpcLimits limits_;
   const std::string replica_;
+  const Access access_;
 };
 
 // For grpc::ServerBuilder::experimental().SetInterceptorCreators: turns
@@ -124,9 +130,10 @@ class Lifecycle {
 
 class AdminServiceImpl final : public tpool::v1::AdminService::CallbackService {
  public:
+  // access: who may call what on the admin listener (default: auth off).
   AdminServiceImpl(engine::Engine& engine, const JobServiceImpl& jobs, Lifecycle& life,
-                   std::string version)
-      : engine_(engine), jobs_(jobs), life_(life), version_(std::move(version)) {}
+                   std::string version, Access access = Access())
+      : engine_(engine), jobs_(jobs), life_(life), version_(std::move(version)), access_(access) {}
 
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
                                   const tpool::v1::StatsRequest* req,
@@ -146,6 +153,7 @@ class AdminServiceImpl final : public tpool::v1::AdminService::CallbackService {
   const JobServiceImpl& jobs_;
   Lifecycle& life_;
   const std::string version_;
+  const Access access_;
 };
 
 }  // namespace tpool::rpc

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -114,6 +116,20 @@ Status host_port(std::string_view key, const std::string& v) {
                                  "(port 0 picks a free port)");
 }
 
+// HOST:PORT (validated) whose host is a loopback address: 127.0.0.0/8,
+// [::1] or localhost. 0.0.0.0, [::] and names other than localhost are not.
+bool loopback_listen(const std::string& v) {
+  std::string host = v.substr(0, v.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") return true;
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  return ::inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 constexpr std::uint64_t kDay = 24ull * 3600 * 1000;
 
 // A replica id travels in job refs and error messages: a host-name-like word.
@@ -182,6 +198,7 @@ Status DaemonConfig::validate() const {
           "a metrics basic auth password is set but metrics.basic_auth_user is empty; set the "
           "user too, or remove the password");
     }
+    if (Status s = metrics_transport(); !s.ok()) return s;
   }
   if (server.max_output_bytes + kOutputHeadroomBytes > server.max_message_bytes) {
     return Status::InvalidArgument(
@@ -213,6 +230,29 @@ Status DaemonConfig::validate() const {
     if (d.empty()) return Status::InvalidArgument("plugins.dirs has an empty entry; remove it");
   }
   return pool_config().validate();
+}
+
+// The metrics half of "no plaintext on a non-loopback address"
+// (docs/security.md): basic auth over plain HTTP would hand the password to
+// anyone on the path.
+Status DaemonConfig::metrics_transport() const {
+  if (metrics.tls && (tls.cert_file.empty() || tls.key_file.empty())) {
+    return Status::InvalidArgument(
+        "metrics.tls = true needs a certificate: set tls.cert_file and tls.key_file (the same "
+        "PEM files the gRPC listeners serve)");
+  }
+  if (!server.allow_insecure && !metrics_transport_is_private()) {
+    return Status::InvalidArgument(
+        "metrics.listen = " + quote(metrics.listen) +
+        " is not a loopback address, and /metrics would be served in plain HTTP; set "
+        "metrics.tls = true (with tls.cert_file and tls.key_file), listen on 127.0.0.1, or set "
+        "server.allow_insecure = true to accept the risk");
+  }
+  return Status::Ok();
+}
+
+bool DaemonConfig::metrics_transport_is_private() const {
+  return metrics.tls || loopback_listen(metrics.listen);
 }
 
 std::string DaemonConfig::replica_id() const {
@@ -343,7 +383,15 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"port_file", str(c.metrics.port_file)},
         {"basic_auth_user", str(c.metrics.basic_auth_user)},
         {"basic_auth_password", str(c.metrics.basic_auth_password)},
-        {"basic_auth_password_file", str(c.metrics.basic_auth_password_file)}}},
+        {"basic_auth_password_file", str(c.metrics.basic_auth_password_file)},
+        {"tls", boolean(c.metrics.tls)}}},
+      // [tls]: as agreed in the schema; the lead merges this with h16-listen's.
+      {"tls",
+       {{"cert_file", str(c.tls.cert_file)},
+        {"key_file", str(c.tls.key_file)},
+        {"client_ca_file", str(c.tls.client_ca_file)},
+        {"client_auth", str(c.tls.client_auth)},
+        {"principal_from", str(c.tls.principal_from)}}},
   };
   for (const auto& [k, v] : root) {
     if (!sections.contains(std::string(k.str()))) {

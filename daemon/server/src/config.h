@@ -39,6 +39,20 @@ struct ServerSection {
   // Bytes of finished-but-unsent results one Stream call may hold before it
   // stops taking jobs and reading its client (a client that does not read).
   std::uint64_t stream_buffer_bytes = 16u << 20;
+  // true: listeners on non-loopback addresses without TLS (and auth) start,
+  // with a warning at every start. (The field only: its parsing and the
+  // job/admin half of the rule are h16-listen's; metrics validation reads it.)
+  bool allow_insecure = false;
+};
+
+// [tls] (docs/configuration.md): the certificate gRPC and /metrics serve.
+// Minimal here for metrics.tls: the lead merges it with h16-listen's [tls].
+struct TlsSection {
+  std::string cert_file;  // PEM: the leaf certificate, then its chain
+  std::string key_file;   // PEM private key of cert_file
+  std::string client_ca_file;
+  std::string client_auth = "none";            // none | request | require
+  std::string principal_from = "san_then_cn";  // san_then_cn | san | cn
 };
 
 // Room a reply keeps beyond a job's output (the gRPC frame and the result's
@@ -90,6 +104,9 @@ struct MetricsSection {
   std::string basic_auth_user;
   std::string basic_auth_password;
   std::string basic_auth_password_file;
+  // Serve /metrics over HTTPS (TLS 1.2+) with [tls] cert_file and key_file.
+  // A non-loopback listen needs it, unless server.allow_insecure.
+  bool tls = false;
 };
 
 struct DaemonConfig {
@@ -99,9 +116,15 @@ struct DaemonConfig {
   ResultsSection results;
   LogSection log;
   MetricsSection metrics;
+  TlsSection tls;
 
   // Checks every value; the error names the key, its value and the range.
   Status validate() const;
+  // metrics.tls's certificate, and no plain HTTP /metrics off loopback
+  // unless server.allow_insecure (part of validate()).
+  Status metrics_transport() const;
+  // metrics.tls, or metrics.listen on a loopback address.
+  bool metrics_transport_is_private() const;
   // Each component's config, translated from this one in one function per
   // component (validate() first). Wiring that is not configuration (log
   // sinks, thread hooks) is the caller's.

@@ -8,6 +8,7 @@ rule, the image's user).
 import argparse
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -270,10 +271,29 @@ def main():
 
     if args.tpoold:
         # --check-config also checks that the plugin directories exist (the
-        # image has them); an empty directory stands in for them here.
-        with tempfile.TemporaryDirectory() as plugins:
-            r = subprocess.run([args.tpoold, "--check-config", str(K8S / "tpoold.toml"),
-                                "--plugin-dir", plugins], capture_output=True, text=True)
+        # image has them; an empty directory stands in for them here) and
+        # reads the certificate and token files: the Secrets' files stand in
+        # as a test certificate (scripts/gen-test-certs.sh) and a token line,
+        # at the same names under a temporary directory.
+        with tempfile.TemporaryDirectory() as tmp:
+            t = pathlib.Path(tmp)
+            r = subprocess.run([str(ROOT / "scripts/gen-test-certs.sh"), str(t / "certs")],
+                               capture_output=True, text=True)
+            c.check(r.returncode == 0, f"gen-test-certs.sh failed: {r.stderr}")
+            (t / "tls").mkdir()
+            (t / "auth").mkdir()
+            for src, dst in (("server.pem", "tls.crt"), ("server.key", "tls.key"),
+                             ("ca.pem", "ca.crt")):
+                shutil.copy(t / "certs" / src, t / "tls" / dst)
+            (t / "auth/tokens").write_text("probe:read:::\n")
+            (t / "auth/tokens").chmod(0o600)
+            text = (K8S / "tpoold.toml").read_text()
+            text = text.replace(TLS_DIR + "/", f"{t}/tls/").replace(AUTH_DIR + "/", f"{t}/auth/")
+            text = text.replace("unix:/run/tpoold/", f"unix:{t}/")
+            (t / "tpoold.toml").write_text(text)
+            (t / "plugins").mkdir()
+            r = subprocess.run([args.tpoold, "--check-config", str(t / "tpoold.toml"),
+                                "--plugin-dir", str(t / "plugins")], capture_output=True, text=True)
         c.check(r.returncode == 0, "tpoold --check-config rejects deploy/k8s/tpoold.toml: "
                                    f"{r.stdout}{r.stderr}")
     return c.finish()

@@ -3,7 +3,7 @@
 #   docker build -t tpoold:0.1.0 .        (or podman build --format docker)
 #   docker run --rm -p 50051:50051 -p 9464:9464 \
 #     -v "$PWD/tls:/etc/tpoold/tls:ro" -v "$PWD/auth:/etc/tpoold/auth:ro" \
-#     --tmpfs /run/tpoold:uid=10001,mode=0700 tpoold:0.1.0
+#     --tmpfs /run/tpoold:uid=10001,gid=10001,mode=0700 tpoold:0.1.0   (podman: mode=0700,U)
 #
 # The secure path (issue 16): the image starts with
 # /etc/tpoold/container.toml (deploy/container/tpoold.toml): the job port and

@@ -327,13 +327,14 @@ run_image() {
   log "image: HEALTHCHECK in the image config: $hc"
   CLEANUP+=("${PODMAN[*]} rm -f -t 0 $c")
   # Read-only root; tmpfs on /tmp and on /run/tpoold (the admin socket's
-  # directory, the daemon's uid, 0700); the Secrets' files read-only where
-  # the image's config expects them. TPOOL_ADDRESS points the HEALTHCHECK's
-  # tpoolctl at the port this run picked (host network). The image's own
-  # config, with only the two ports moved to free loopback ones.
+  # directory, 0700; U chowns it to the container's uid: podman refuses the
+  # tmpfs options uid=/gid=); the Secrets' files read-only where the image's
+  # config expects them. TPOOL_ADDRESS points the HEALTHCHECK's tpoolctl at
+  # the port this run picked (host network). The image's own config, with
+  # only the two ports moved to free loopback ones.
   "${PODMAN[@]}" run -d --name "$c" "${NETWORK[@]}" "${ULIMITS[@]}" \
     --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,size=16m,mode=1777 \
-    --tmpfs /run/tpoold:rw,size=1m,mode=0700,uid=10001,gid=10001 \
+    --tmpfs /run/tpoold:rw,size=1m,mode=0700,U \
     -v "$WORK/tls:/etc/tpoold/tls:ro" -v "$WORK/auth:/etc/tpoold/auth:ro" \
     "${HEALTH_TIMER[@]}" --stop-timeout "$STOP_TIMEOUT" -e "TPOOL_ADDRESS=127.0.0.1:$GRPC_PORT" "$IMAGE" \
     --config /etc/tpoold/container.toml --listen "127.0.0.1:$GRPC_PORT" \

@@ -97,6 +97,12 @@ foreach(p IN LISTS TPOOL_PLUGIN_TARGETS)
     LIBRARY DESTINATION "${TPOOL_INSTALL_PLUGINDIR}" COMPONENT runtime
     RUNTIME DESTINATION "${TPOOL_INSTALL_PLUGINDIR}" COMPONENT runtime)
 endforeach()
+# /metrics over TLS: tpoold loads these from <bindir>/../lib/tpool/civetweb
+# (daemon/metrics/civetweb_openssl/libssl_shim.c).
+if(TARGET tpool_civetweb_libssl AND TARGET tpoold)
+  install(TARGETS tpool_civetweb_libssl tpool_civetweb_libcrypto
+    LIBRARY DESTINATION "lib/tpool/civetweb" COMPONENT runtime)
+endif()
 
 # The sample config and the unit name absolute paths (/usr/bin/tpoold,
 # /etc/tpoold, /usr/lib/tpool/plugins): the .deb layout. Installed under

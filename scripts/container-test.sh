@@ -8,17 +8,23 @@
 #          default /var/cache/tpoold-test, keyed on the month and the mirror)
 #          and import it as debian:bookworm-slim, so that the Dockerfile's
 #          FROM resolves locally; nothing is pulled from an image registry.
-#   image  base, then build the image from the Dockerfile and run it read-only:
-#          non-root uid, HEALTHCHECK in the image config and passing,
-#          tpoolctl execute/stream/health, a /metrics scrape promtool accepts,
-#          no files written outside the allowed paths (podman diff), and
-#          SIGTERM (podman stop) drains a running job and exits 0.
+#   image  base, then build the image from the Dockerfile and run it read-only
+#          on the secure path (issue 16): certificates made now
+#          (scripts/gen-test-certs.sh) and a token file mounted where
+#          /etc/tpoold/container.toml expects them; non-root uid, HEALTHCHECK
+#          in the image config and passing, tpoolctl execute/stream/health over
+#          TLS with a token (and refused without one, and in plaintext), the
+#          admin socket private (0700 directory, 0600 socket) and not on the
+#          job port, a /metrics scrape over HTTPS that promtool accepts, no
+#          files written outside the allowed paths (podman diff), and SIGTERM
+#          (podman stop) drains a running job and exits 0.
 #   kube   base and image, then kubectl kustomize deploy/k8s, check the
 #          rendered objects (tests/integration/deploy/check_rendered_k8s.py),
 #          and `podman kube play` the ConfigMap + Deployment through the test
-#          overlay (tests/integration/deploy/kube-overlay: networking only):
-#          the pod starts, its probes pass, tpoolctl reaches it, and
-#          `podman kube down` drains it.
+#          overlay (written by write_overlay: networking, and the Secrets as
+#          host directories of the same certificates and token file): the pod
+#          starts, its probes pass, tpoolctl reaches it over TLS with a token,
+#          and `podman kube down` drains it.
 #
 # Exit 77 (ctest's SKIP_RETURN_CODE) with the reason when podman cannot run
 # here; never a silent pass. Containers and pods it starts are removed on exit.
@@ -175,7 +181,72 @@ build_image() {
   "${PODMAN[@]}" image prune -f --filter until=24h >/dev/null 2>&1 || true
 }
 
-ctl() { "$TPOOLCTL" --address "127.0.0.1:$GRPC_PORT" --deadline 10s "$@"; }
+# Over TLS, verified with the test CA, with the test token (make_secrets).
+ctl() {
+  "$TPOOLCTL" --address "127.0.0.1:$GRPC_PORT" --deadline 10s --tls-ca "$WORK/tls/ca.crt" \
+    --token-file "$WORK/client.token" "$@"
+}
+
+# What the image and the pod mount from Secrets, made for this run: the
+# server certificate as cert-manager names it (tls.crt, tls.key, ca.crt) and
+# a token file with one principal (submit, read, admin) whose token the
+# test's tpoolctl sends. Owned by the container's uid (10001), 0400/0500.
+make_secrets() {
+  "$ROOT/scripts/gen-test-certs.sh" "$WORK/certs" >/dev/null || fail "scripts/gen-test-certs.sh failed"
+  mkdir -p "$WORK/tls" "$WORK/auth"
+  cp "$WORK/certs/server.pem" "$WORK/tls/tls.crt"
+  cp "$WORK/certs/server.key" "$WORK/tls/tls.key"
+  cp "$WORK/certs/ca.pem" "$WORK/tls/ca.crt"
+  local made
+  made=$("$TPOOLCTL" token create --principal container-test --roles submit,read,admin 2>/dev/null) ||
+    fail "tpoolctl token create failed"
+  (umask 077 && sed -n 1p <<<"$made" >"$WORK/client.token")
+  sed -n 2p <<<"$made" >"$WORK/auth/tokens"
+  chown -R 10001:10001 "$WORK/tls" "$WORK/auth"
+  chmod 0500 "$WORK/tls" "$WORK/auth"
+  chmod 0400 "$WORK/tls"/* "$WORK/auth"/*
+  # The test's tpoolctl (root, on the host) reads ca.crt from there too.
+  log "secrets: test CA, server certificate (SAN IP:127.0.0.1) and a token file made in $WORK"
+}
+
+# AdminService through the container's admin socket, reached from the host
+# through /proc/PID/root as root, with the test token (sent over a unix:
+# socket, never over TCP in plaintext).
+admin_ctl() {  # admin_ctl CONTAINER ARGS...
+  local pid
+  pid=$("${PODMAN[@]}" inspect --format '{{.State.Pid}}' "$1")
+  shift
+  "$TPOOLCTL" --address "unix:/proc/$pid/root/run/tpoold/admin.sock" --deadline 10s \
+    --token-file "$WORK/client.token" "$@"
+}
+
+# The secure path's refusals: no token, plaintext, the admin API on the job
+# port. (Health may answer without a token: probes cannot send one.)
+check_refusals() {  # check_refusals WHAT
+  local what=$1 out
+  out=$("$TPOOLCTL" --address "127.0.0.1:$GRPC_PORT" --deadline 10s --tls-ca "$WORK/tls/ca.crt" \
+    execute echo x 2>&1) && fail "$what: execute without a token succeeded: $out"
+  grep -qi unauthenticated <<<"$out" || fail "$what: execute without a token: '$out', not UNAUTHENTICATED"
+  out=$("$TPOOLCTL" --address "127.0.0.1:$GRPC_PORT" --deadline 5s health 2>&1) &&
+    fail "$what: a plaintext client got an answer from the TLS port: $out"
+  out=$(ctl stats 2>&1) && fail "$what: AdminService answered on the job port: $out"
+  log "$what: refused: a call without a token (UNAUTHENTICATED), plaintext, AdminService on the job port"
+}
+
+# The admin socket: a 0700 directory owned by the daemon's uid, a 0600 socket.
+check_admin_socket() {  # check_admin_socket CONTAINER WHAT
+  local c=$1 what=$2 pid dir
+  pid=$("${PODMAN[@]}" inspect --format '{{.State.Pid}}' "$c")
+  dir="/proc/$pid/root/run/tpoold"
+  [[ -S "$dir/admin.sock" ]] || fail "$what: no admin socket at /run/tpoold/admin.sock"
+  [[ "$(stat -c '%a %u' "$dir")" == "700 10001" ]] ||
+    fail "$what: /run/tpoold is $(stat -c '%a uid %u' "$dir"), not 700 uid 10001"
+  [[ "$(stat -c '%a' "$dir/admin.sock")" == 600 ]] ||
+    fail "$what: admin.sock is mode $(stat -c '%a' "$dir/admin.sock"), not 600"
+  admin_ctl "$c" stats >/dev/null 2>"$WORK/admin.err" ||
+    fail "$what: AdminService Stats through the admin socket failed: $(cat "$WORK/admin.err")"
+  log "$what: admin socket /run/tpoold/admin.sock: socket 0600 in a 0700 directory of uid 10001; Stats answers there"
+}
 
 # Polls (bounded) until `tpoolctl health` answers SERVING.
 wait_serving() {
@@ -207,26 +278,33 @@ check_running() {  # check_running CONTAINER WHAT: the checks shared by image an
 
 scrape_metrics() {  # scrape_metrics WHAT
   local what=$1
-  python3 - "$METRICS_PORT" >"$WORK/metrics.txt" <<'PY' || fail "$1: GET /metrics failed"
+  # HTTPS (metrics.tls), verified with the test CA against 127.0.0.1.
+  python3 - "$METRICS_PORT" "$WORK/tls/ca.crt" >"$WORK/metrics.txt" <<'PY' || fail "$1: GET https://.../metrics failed"
+import ssl, sys, urllib.request
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+print(urllib.request.urlopen(f"https://127.0.0.1:{sys.argv[1]}/metrics", timeout=10,
+                             context=ctx).read().decode(), end="")
+PY
+  python3 - "$METRICS_PORT" <<'PY' && fail "$what: /metrics answered plain HTTP"
 import sys, urllib.request
-print(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode(), end="")
+urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10)
 PY
   grep -q '^tpool' "$WORK/metrics.txt" || fail "$what: /metrics has no tpool/tpoold series"
   promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool.txt" 2>&1 ||
     fail "$what: promtool check metrics: $(cat "$WORK/promtool.txt")"
-  log "$what: /metrics scraped ($(grep -c '^tpool' "$WORK/metrics.txt") samples), promtool check metrics clean"
+  log "$what: /metrics scraped over HTTPS ($(grep -c '^tpool' "$WORK/metrics.txt") samples; plain HTTP refused), promtool check metrics clean"
 }
 
 # SIGTERM while a job runs: the job finishes, the daemon exits 0 within the
 # stop timeout (podman would SIGKILL after it: exit 137).
-check_drain() {  # check_drain WHAT STOP_COMMAND...
-  local what=$1 t0 out job_pid rc
-  shift
+check_drain() {  # check_drain WHAT CONTAINER STOP_COMMAND...
+  local what=$1 c=$2 t0 out job_pid rc
+  shift 2
   ctl execute sleep 1500 >"$WORK/drain-job.txt" 2>&1 &
   job_pid=$!
   # The job is running once the daemon counts it (bounded poll).
   local deadline=$((SECONDS + 20))
-  until ctl --json stats 2>/dev/null | grep -Eq '"jobs_in_flight": *"?[1-9]'; do
+  until admin_ctl "$c" --json stats 2>/dev/null | grep -Eq '"jobs_in_flight": *"?[1-9]'; do
     ((SECONDS < deadline)) || { log "$what: stats never showed the job running; stopping anyway"; break; }
     sleep 0.05
   done
@@ -248,15 +326,23 @@ run_image() {
   grep -q 'tpoolctl' <<<"$hc" || fail "the image config has no HEALTHCHECK through tpoolctl: $hc"
   log "image: HEALTHCHECK in the image config: $hc"
   CLEANUP+=("${PODMAN[*]} rm -f -t 0 $c")
-  # Read-only root; tmpfs only on /tmp. TPOOL_ADDRESS points the HEALTHCHECK's
-  # tpoolctl at the port this run picked (host network).
+  # Read-only root; tmpfs on /tmp and on /run/tpoold (the admin socket's
+  # directory, 0700; U chowns it to the container's uid: podman refuses the
+  # tmpfs options uid=/gid=); the Secrets' files read-only where the image's
+  # config expects them. TPOOL_ADDRESS points the HEALTHCHECK's tpoolctl at
+  # the port this run picked (host network). The image's own config, with
+  # only the two ports moved to free loopback ones.
   "${PODMAN[@]}" run -d --name "$c" "${NETWORK[@]}" "${ULIMITS[@]}" \
     --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,size=16m,mode=1777 \
+    --tmpfs /run/tpoold:rw,size=1m,mode=0700,U \
+    -v "$WORK/tls:/etc/tpoold/tls:ro" -v "$WORK/auth:/etc/tpoold/auth:ro" \
     "${HEALTH_TIMER[@]}" --stop-timeout "$STOP_TIMEOUT" -e "TPOOL_ADDRESS=127.0.0.1:$GRPC_PORT" "$IMAGE" \
-    --config /etc/tpoold/tpoold.toml --listen "127.0.0.1:$GRPC_PORT" \
+    --config /etc/tpoold/container.toml --listen "127.0.0.1:$GRPC_PORT" \
     --metrics-listen "127.0.0.1:$METRICS_PORT" >/dev/null 2>"$WORK/run.err" ||
     fail "podman run $IMAGE failed: $(cat "$WORK/run.err")"
   check_running "$c" image
+  check_refusals image
+  check_admin_socket "$c" image
   "${PODMAN[@]}" healthcheck run "$c" >/dev/null 2>&1 ||
     fail "image: podman healthcheck run: unhealthy ($("${PODMAN[@]}" inspect --format '{{json .State.Health}}' "$c"))"
   log "image: podman healthcheck run: healthy"
@@ -266,22 +352,32 @@ run_image() {
   diff=$("${PODMAN[@]}" diff "$c" | grep -Ev '^[ACD] /(etc|etc/(hosts|hostname|resolv\.conf)|run|run/.*|tmp|tmp/.*|dev|proc|sys)$' || true)
   [[ -z "$diff" ]] || fail "image: files written outside the allowed paths (podman diff):"$'\n'"$diff"
   log "image: podman diff: nothing written outside /tmp and podman's own files"
-  check_drain image "${PODMAN[@]}" stop -t "$STOP_TIMEOUT" "$c"
+  check_drain image "$c" "${PODMAN[@]}" stop -t "$STOP_TIMEOUT" "$c"
   exit_code=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$c")
   [[ "$exit_code" == 0 ]] || fail "image: tpoold exited $exit_code after SIGTERM: $("${PODMAN[@]}" logs "$c" 2>&1 | tail -n 10)"
   log "image: SIGTERM drained, exit 0"
 }
 
 # ---- Kubernetes: kustomize, client-side checks, podman kube play --------------
-# The test overlay (written here, next to nothing else) changes networking
-# only, because podman has one network namespace for the pod and the host:
-# host network (no CNI bridge here), so no containerPorts, one replica (three
+# The test overlay (written here, next to nothing else) changes networking,
+# because podman has one network namespace for the pod and the host: host
+# network (no CNI bridge here), so no containerPorts, one replica (three
 # would collide on one port), loopback ports picked free in --listen,
-# --metrics-listen and the probes, and TPOOL_ADDRESS for tpoolctl in the pod
-# (the preStop drain).
+# --metrics-listen and the probes' tpoolctl --address, and TPOOL_ADDRESS for
+# tpoolctl in the pod. And the two Secrets (no Secret objects in podman
+# kube play here) become host directories holding the same files
+# (make_secrets).
 write_overlay() {
   local dir=$1 base
   mkdir -p "$dir"
+  # The index of each Secret volume in the Deployment (JSON patch paths).
+  read -r TLS_VOLUME AUTH_VOLUME < <(python3 - "$ROOT/deploy/k8s/deployment.yaml" <<'PY'
+import sys, yaml
+vols = yaml.safe_load(open(sys.argv[1]))["spec"]["template"]["spec"]["volumes"]
+names = [v["name"] for v in vols]
+print(names.index("tls"), names.index("auth"))
+PY
+)
   base=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$ROOT/deploy/k8s" "$dir")
   cat >"$dir/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -298,10 +394,12 @@ patches:
       - {op: remove, path: /spec/template/spec/containers/0/ports}
       - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--listen=127.0.0.1:$GRPC_PORT"}
       - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--metrics-listen=127.0.0.1:$METRICS_PORT"}
-      - {op: replace, path: /spec/template/spec/containers/0/readinessProbe/grpc/port, value: $GRPC_PORT}
-      - {op: replace, path: /spec/template/spec/containers/0/livenessProbe/grpc/port, value: $GRPC_PORT}
-      - {op: replace, path: /spec/template/spec/containers/0/startupProbe/grpc/port, value: $GRPC_PORT}
+      - {op: replace, path: /spec/template/spec/containers/0/readinessProbe/exec/command/2, value: "127.0.0.1:$GRPC_PORT"}
+      - {op: replace, path: /spec/template/spec/containers/0/livenessProbe/exec/command/2, value: "127.0.0.1:$GRPC_PORT"}
+      - {op: replace, path: /spec/template/spec/containers/0/startupProbe/exec/command/2, value: "127.0.0.1:$GRPC_PORT"}
       - {op: add, path: /spec/template/spec/containers/0/env, value: [{name: TPOOL_ADDRESS, value: "127.0.0.1:$GRPC_PORT"}]}
+      - {op: replace, path: /spec/template/spec/volumes/$TLS_VOLUME, value: {name: tls, hostPath: {path: "$WORK/tls", type: Directory}}}
+      - {op: replace, path: /spec/template/spec/volumes/$AUTH_VOLUME, value: {name: auth, hostPath: {path: "$WORK/auth", type: Directory}}}
 YAML
 }
 
@@ -340,21 +438,24 @@ PY
   [[ -n "$c" ]] || fail "kube: no tpoold container after podman kube play: $(cat "$WORK/play.out"; "${PODMAN[@]}" ps -a)"
   log "kube: podman kube play started $c (image $tag)"
   check_running "$c" kube
-  # The probes as the kubelet would run them: podman 4.3 does not run gRPC
-  # probes, so the test does (grpc.health.v1 Check on each probe's port).
+  # The probes as the kubelet would run them: each probe's exec command in
+  # the pod's container (podman exec; the image's tpoolctl, the mounted CA).
   probes=$(python3 - "$play" <<'PY'
-import sys, yaml
+import json, sys, yaml
 dep = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"][0]
 ctr = dep["spec"]["template"]["spec"]["containers"][0]
 for name in ("startupProbe", "readinessProbe", "livenessProbe"):
-    print(name, ctr[name]["grpc"]["port"])
+    print(name, json.dumps(ctr[name]["exec"]["command"]))
 PY
 )
-  while read -r name p; do
-    "$TPOOLCTL" --address "127.0.0.1:$p" --deadline 5s health >/dev/null ||
-      fail "kube: $name (gRPC health on port $p) does not answer SERVING"
+  while read -r name cmd; do
+    mapfile -t argv < <(python3 -c 'import json, sys; print("\n".join(json.loads(sys.argv[1])))' "$cmd")
+    "${PODMAN[@]}" exec "$c" "${argv[@]}" >/dev/null 2>"$WORK/probe.err" ||
+      fail "kube: $name (${argv[*]}) does not answer SERVING: $(cat "$WORK/probe.err")"
   done <<<"$probes"
-  log "kube: startup, readiness and liveness probes (gRPC health) answer SERVING"
+  log "kube: startup, readiness and liveness probes (tpoolctl health over TLS, in the pod) answer SERVING"
+  check_refusals kube
+  check_admin_socket "$c" kube
   scrape_metrics kube
   # The kubelet's stop: SIGTERM, then SIGKILL after the grace period. podman
   # 4.3's kube down does not wait (it killed a running job within 0.1 s
@@ -368,7 +469,7 @@ print(dep["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30))
 PY
 )
   pod=$("${PODMAN[@]}" inspect --format '{{.Pod}}' "$c")
-  check_drain kube "${PODMAN[@]}" pod stop -t "$grace" "$pod"
+  check_drain kube "$c" "${PODMAN[@]}" pod stop -t "$grace" "$pod"
   code=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$c")
   [[ "$code" == 0 ]] || fail "kube: tpoold exited $code when its pod stopped: $("${PODMAN[@]}" logs "$c" 2>&1 | tail -n 10)"
   "${PODMAN[@]}" kube down "$play" >/dev/null 2>&1 || fail "kube: podman kube down failed"
@@ -381,6 +482,7 @@ probe
   command -v promtool >/dev/null || fail "promtool is missing (scripts/install-deps.sh test installs prometheus)"
 }
 WORK=$(mktemp -d /tmp/tpoold-container-test.XXXXXX)
+chmod 0711 "$WORK"  # the container's uid reaches the mounted tls/ and auth/ in it
 write_containers_conf
 T0=$SECONDS
 base
@@ -388,10 +490,12 @@ case "$MODE" in
   base) ;;
   image)
     build_image
+    make_secrets
     run_image
     ;;
   kube)
     build_image
+    make_secrets
     run_kube
     ;;
 esac

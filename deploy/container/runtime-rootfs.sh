@@ -11,7 +11,9 @@
 #   the loader asks for (its soname), and the loader itself; the same
 #   closure dpkg-shlibdeps turns into the package's Depends;
 # - CA certificates (TLS to the daemon's peers), passwd/group with the
-#   daemon's user (uid/gid 10001, as deploy/k8s runs it), nsswitch.conf, /tmp.
+#   daemon's user (uid/gid 10001, as deploy/k8s runs it), nsswitch.conf, /tmp;
+# - /etc/tpoold/container.toml (deploy/container/tpoold.toml) and
+#   /run/tpoold (0700, uid 10001) for the admin socket.
 # Then it runs `tpoold --version` and `tpoolctl --version` chrooted into
 # ROOTFS, so a missing library fails the build, not the container.
 set -euo pipefail
@@ -71,6 +73,13 @@ root:x:0:
 tpoold:x:10001:
 GROUP
 echo 'hosts: files dns' >"$root/etc/nsswitch.conf"
+# The container's config (the Dockerfile's CMD): TLS, tokens, the admin socket.
+install -m 0644 "$(dirname "$0")/tpoold.toml" "$root/etc/tpoold/container.toml"
+# The admin socket's directory: the daemon's alone (mount a tmpfs over it when
+# the root is read-only; Kubernetes mounts an emptyDir).
+mkdir -p "$root/run/tpoold"
+chown 10001:10001 "$root/run/tpoold"
+chmod 0700 "$root/run/tpoold"
 
 chroot "$root" /usr/bin/tpoold --version >/dev/null
 chroot "$root" /usr/bin/tpoolctl --version >/dev/null 2>&1 || chroot "$root" /usr/bin/tpoolctl --help >/dev/null

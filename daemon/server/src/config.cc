@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -261,23 +263,11 @@ bool is_loopback_address(const std::string& host_port) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  if (host == "localhost" || host == "::1") return true;
-  // 127.0.0.0/8 in dotted decimal.
-  if (host.rfind("127.", 0) != 0) return false;
-  int parts = 0;
-  std::size_t i = 0;
-  while (i <= host.size()) {
-    std::size_t j = host.find('.', i);
-    if (j == std::string::npos) j = host.size();
-    if (j == i || j - i > 3) return false;
-    for (std::size_t k = i; k < j; ++k) {
-      if (host[k] < '0' || host[k] > '9') return false;
-    }
-    if (std::stoi(host.substr(i, j - i)) > 255) return false;
-    ++parts;
-    i = j + 1;
-  }
-  return parts == 4;
+  if (host == "localhost") return true;
+  in_addr a4{};
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  return ::inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
 AdminListen DaemonConfig::admin_listen() const {
@@ -433,6 +423,7 @@ Status DaemonConfig::validate() const {
           "a metrics basic auth password is set but metrics.basic_auth_user is empty; set the "
           "user too, or remove the password");
     }
+    if (Status s = metrics_transport(); !s.ok()) return s;
   }
   if (server.max_output_bytes + kOutputHeadroomBytes > server.max_message_bytes) {
     return Status::InvalidArgument(
@@ -474,6 +465,29 @@ Status DaemonConfig::validate() const {
     }
   }
   return pool_config().validate();
+}
+
+// The metrics half of "no plaintext on a non-loopback address"
+// (docs/security.md): basic auth over plain HTTP would hand the password to
+// anyone on the path.
+Status DaemonConfig::metrics_transport() const {
+  if (metrics.tls && (tls.cert_file.empty() || tls.key_file.empty())) {
+    return Status::InvalidArgument(
+        "metrics.tls = true needs a certificate: set tls.cert_file and tls.key_file (the same "
+        "PEM files the gRPC listeners serve)");
+  }
+  if (!server.allow_insecure && !metrics_transport_is_private()) {
+    return Status::InvalidArgument(
+        "metrics.listen = " + quote(metrics.listen) +
+        " is not a loopback address, and /metrics would be served in plain HTTP; set "
+        "metrics.tls = true (with tls.cert_file and tls.key_file), listen on 127.0.0.1, or set "
+        "server.allow_insecure = true to accept the risk");
+  }
+  return Status::Ok();
+}
+
+bool DaemonConfig::metrics_transport_is_private() const {
+  return metrics.tls || is_loopback_address(metrics.listen);
 }
 
 std::string DaemonConfig::replica_id() const {
@@ -614,7 +628,9 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"port_file", str(c.metrics.port_file)},
         {"basic_auth_user", str(c.metrics.basic_auth_user)},
         {"basic_auth_password", str(c.metrics.basic_auth_password)},
-        {"basic_auth_password_file", str(c.metrics.basic_auth_password_file)}}},
+        {"basic_auth_password_file", str(c.metrics.basic_auth_password_file)},
+        {"tls", boolean(c.metrics.tls)}}},
+
   };
   for (const auto& [k, v] : root) {
     if (!sections.contains(std::string(k.str()))) {

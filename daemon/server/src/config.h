@@ -97,6 +97,9 @@ struct MetricsSection {
   std::string basic_auth_user;
   std::string basic_auth_password;
   std::string basic_auth_password_file;
+  // Serve /metrics over HTTPS (TLS 1.2+) with [tls] cert_file and key_file.
+  // A non-loopback listen needs it, unless server.allow_insecure.
+  bool tls = false;
 };
 
 struct TlsSection {
@@ -144,6 +147,11 @@ struct DaemonConfig {
 
   // Checks every value; the error names the key, its value and the range.
   Status validate() const;
+  // metrics.tls's certificate, and no plain HTTP /metrics off loopback
+  // unless server.allow_insecure (part of validate()).
+  Status metrics_transport() const;
+  // metrics.tls, or metrics.listen on a loopback address.
+  bool metrics_transport_is_private() const;
   // Each component's config, translated from this one in one function per
   // component (validate() first). Wiring that is not configuration (log
   // sinks, thread hooks) is the caller's.

@@ -116,13 +116,25 @@ std::shared_ptr<void> start_exporters(const DaemonView& view, std::string* error
   opts.basic_auth_user = view.config->metrics.basic_auth_user;
   opts.basic_auth_password = view.config->metrics.basic_auth_password;
   opts.basic_auth_password_file = view.config->metrics.basic_auth_password_file;
+  opts.tls = view.config->metrics.tls;
+  opts.tls_cert_file = view.config->tls.cert_file;
+  opts.tls_key_file = view.config->tls.key_file;
+  if (!opts.tls && !view.config->metrics_transport_is_private()) {
+    // validate() let it through only with server.allow_insecure.
+    spdlog::warn(
+        "metrics.listen = '{}' serves /metrics in plain HTTP on a non-loopback address "
+        "(server.allow_insecure = true){}; set metrics.tls = true",
+        opts.listen,
+        opts.basic_auth_user.empty() ? "" : ": the basic auth password crosses the network");
+  }
   auto exporter = metrics::Exporter::start(std::move(sources), opts);
   if (!exporter.ok()) {
     *error = "cannot start the metrics endpoint (metrics.listen / --metrics-listen): " +
              exporter.status().message();
     return nullptr;
   }
-  spdlog::info("metrics: Prometheus /metrics on port {}", exporter.value()->port());
+  spdlog::info("metrics: Prometheus /metrics on port {} over {}", exporter.value()->port(),
+               opts.tls ? "HTTPS" : "HTTP");
   return std::shared_ptr<metrics::Exporter>(std::move(exporter).value());
 #else
   spdlog::info(
@@ -133,11 +145,18 @@ std::shared_ptr<void> start_exporters(const DaemonView& view, std::string* error
 }
 
 std::string check_exporters(const DaemonConfig& config) {
-  if (!config.metrics.enabled || config.metrics.basic_auth_password_file.empty()) return "";
+  if (!config.metrics.enabled) return "";
 #if TPOOL_HAVE_METRICS
-  // The same reading Exporter::start does.
-  auto pw = metrics::read_password_file(config.metrics.basic_auth_password_file);
-  if (!pw.ok()) return pw.status().message();
+  // The same readings Exporter::start does.
+  if (!config.metrics.basic_auth_password_file.empty()) {
+    auto pw = metrics::read_password_file(config.metrics.basic_auth_password_file);
+    if (!pw.ok()) return pw.status().message();
+  }
+  metrics::ExporterOptions opts;
+  opts.tls = config.metrics.tls;
+  opts.tls_cert_file = config.tls.cert_file;
+  opts.tls_key_file = config.tls.key_file;
+  if (Status s = metrics::check_tls(opts); !s.ok()) return s.message();
 #endif
   return "";
 }

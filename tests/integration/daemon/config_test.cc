@@ -132,6 +132,69 @@ TEST(Config, ErrorsNameTheKeyTheValueAndTheRange) {
   EXPECT_NE(c->validate().message().find("power of two"), std::string::npos);
 }
 
+// Issue 16, item 5: no plain HTTP /metrics off loopback unless
+// server.allow_insecure; metrics.tls needs [tls]'s certificate.
+TEST(Config, MetricsOffLoopbackNeedsTlsOrAllowInsecure) {
+  auto with = [](const std::string& listen, bool tls, bool insecure) {
+    DaemonConfig c;
+    c.metrics.listen = listen;
+    c.metrics.tls = tls;
+    if (tls) {
+      c.tls.cert_file = "/etc/tpoold/tls/tls.crt";
+      c.tls.key_file = "/etc/tpoold/tls/tls.key";
+    }
+    c.server.allow_insecure = insecure;
+    return c.validate();
+  };
+  for (const char* loopback : {"127.0.0.1:9464", "127.1.2.3:0", "localhost:9464", "[::1]:9464"}) {
+    EXPECT_TRUE(with(loopback, false, false).ok()) << loopback;
+  }
+  for (const char* open : {"0.0.0.0:9464", "10.0.0.5:9464", "[::]:9464", "metrics.example:9464"}) {
+    Status s = with(open, false, false);
+    ASSERT_FALSE(s.ok()) << open;
+    EXPECT_NE(s.message().find("metrics.listen = '" + std::string(open) + "'"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("metrics.tls = true"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("server.allow_insecure"), std::string::npos) << s.message();
+    EXPECT_TRUE(with(open, true, false).ok()) << open;
+    EXPECT_TRUE(with(open, false, true).ok()) << open;
+  }
+  DaemonConfig no_cert;
+  no_cert.metrics.tls = true;
+  Status s = no_cert.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tls.cert_file and tls.key_file"), std::string::npos) << s.message();
+  // Metrics off: nothing to check.
+  DaemonConfig off;
+  off.metrics.enabled = false;
+  off.metrics.listen = "0.0.0.0:9464";
+  EXPECT_TRUE(off.validate().ok());
+
+  auto parsed = parse_config(
+      "[metrics]\nlisten = \"0.0.0.0:9464\"\ntls = true\n"
+      "[tls]\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"\n",
+      "t.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(parsed->metrics.tls);
+  EXPECT_EQ(parsed->tls.cert_file, "/c.pem");
+  EXPECT_TRUE(parsed->validate().ok()) << parsed->validate().message();
+}
+
+TEST(ConfigBinary, CheckConfigReadsTheMetricsTlsKeyAndNamesTheFile) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tpoold-cfg-tls-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cfg = (dir / "t.toml").string();
+  std::ofstream(cfg) << "[metrics]\ntls = true\n[tls]\ncert_file = \""
+                     << (dir / "none.pem").string() << "\"\nkey_file = \""
+                     << (dir / "none.key").string() << "\"\n";
+  auto [code, out] = run("--check-config " + cfg + " --plugin-dir " + dir.string());
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("tls.key_file '" + (dir / "none.key").string() + "'"), std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, FlagsOverrideTheFile) {
   const char* argv[] = {"tpoold",       "--config",     nullptr, "--listen",
                         "127.0.0.1:7",  "--plugin-dir", "/a",    "--plugin-dir=/b",

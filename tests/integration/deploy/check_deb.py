@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deploy"))
-from deploy_facts import Checker  # noqa: E402
+from deploy_facts import ROOT, Checker  # noqa: E402
 
 SKIP = 77
 
@@ -170,6 +170,9 @@ def main():
         c.check(want in files, f"the package lacks {want}")
     c.check(any(re.fullmatch(r"\./usr/lib/tpool/plugins/[^/]+\.so", f) for f in files),
             "the package has no plugin in /usr/lib/tpool/plugins")
+    for shim in ("libtpool-civetweb-libssl.so", "libtpool-civetweb-libcrypto.so"):
+        c.check(f"./usr/lib/tpool/civetweb/{shim}" in files,
+                f"the package lacks /usr/lib/tpool/civetweb/{shim} (metrics.tls needs it)")
     c.check(any(f.endswith("/cmake/tpool/tpoolConfig.cmake") for f in files),
             "the package lacks the CMake package config")
 
@@ -188,6 +191,18 @@ def main():
     r = run([tpoold, "--check-config", broken])
     c.check(r.returncode != 0 and "no_such_key" in (r.stdout + r.stderr),
             f"tpoold --check-config accepted a config with an unknown key (exit {r.returncode})")
+    # metrics.tls: the installed tpoold finds the CivetWeb OpenSSL shims next
+    # to itself (<bindir>/../lib/tpool/civetweb) and reads a certificate made
+    # now (scripts/gen-test-certs.sh); --check-config loads both as the start does.
+    certs = work / "certs"
+    r = run([ROOT / "scripts/gen-test-certs.sh", certs])
+    c.check(r.returncode == 0, f"gen-test-certs.sh failed: {r.stderr}")
+    tls_cfg = work / "metrics-tls.toml"
+    tls_cfg.write_text(f'[metrics]\ntls = true\n[tls]\ncert_file = "{certs}/server.pem"\n'
+                       f'key_file = "{certs}/server.key"\n')
+    r = run([tpoold, "--check-config", tls_cfg, "--plugin-dir", root / "usr/lib/tpool/plugins"])
+    c.check(r.returncode == 0, f"the installed tpoold rejects metrics.tls (exit {r.returncode}): "
+                               f"{r.stdout}{r.stderr}")
     r = run([tpoolctl, "--version"])
     c.check(r.returncode == 0 and args.version in r.stdout + r.stderr,
             f"the installed tpoolctl --version (exit {r.returncode}) does not print "

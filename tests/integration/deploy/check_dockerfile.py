@@ -8,8 +8,9 @@
    libraries they load); the runtime stage is FROM scratch and copies that
    root (no package manager, no compiler, no -dev packages), runs as a numeric
    non-root user, EXPOSEs the daemon's gRPC and metrics ports, STOPSIGNAL
-   SIGTERM, HEALTHCHECK through `tpoolctl health`, and starts tpoold on
-   0.0.0.0 with the packaged config.
+   SIGTERM, HEALTHCHECK through `tpoolctl --tls-ca ... health`, and starts
+   tpoold with /etc/tpoold/container.toml (deploy/container/tpoold.toml): TLS,
+   tokens, /metrics over TLS, the admin API on a Unix socket (issue 16).
 2. Runs the build stage's RUN commands here, from the source tree, as the
    image build would: install-deps.sh build as written, and the release
    configure with its binary directory moved to a temporary one (-B), so the
@@ -31,12 +32,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deploy"))
 from deploy_facts import ROOT, Checker, Facts  # noqa: E402
 
 BASE = "debian:bookworm-slim"
 ROOTFS_SCRIPT = "deploy/container/runtime-rootfs.sh"
+CONTAINER_CONFIG = "/etc/tpoold/container.toml"
 
 
 def parse(text):
@@ -129,8 +132,10 @@ def main():
     c.check(last("STOPSIGNAL") == "SIGTERM", f"STOPSIGNAL is {last('STOPSIGNAL')}, not SIGTERM "
                                              "(the daemon drains on SIGTERM)")
     hc = last("HEALTHCHECK") or ""
-    c.check(re.search(r"CMD \[\"tpoolctl\", \"health\"", hc) is not None,
-            f"HEALTHCHECK is '{hc}', not through tpoolctl health")
+    c.check(re.search(r"CMD \[\"tpoolctl\", \"--tls-ca\", \"/etc/tpoold/tls/ca.crt\", \"health\"\]",
+                      hc) is not None,
+            f"HEALTHCHECK is '{hc}', not `tpoolctl --tls-ca /etc/tpoold/tls/ca.crt health` (the "
+            "job port serves TLS)")
     entry = exec_form(last("ENTRYPOINT") or "[]")
     cmd = exec_form(last("CMD") or "[]")
     argv = entry + cmd
@@ -139,22 +144,56 @@ def main():
     def flag(name):
         return argv[argv.index(name) + 1] if name in argv[:-1] else None
 
-    c.check(flag("--config") == facts.config_path, f"--config is {flag('--config')}")
-    c.check(flag("--listen") == f"0.0.0.0:{facts.grpc_port}",
-            f"--listen is {flag('--listen')}, not 0.0.0.0:{facts.grpc_port}")
-    c.check(flag("--metrics-listen") == f"0.0.0.0:{facts.metrics_port}",
-            f"--metrics-listen is {flag('--metrics-listen')}, not 0.0.0.0:{facts.metrics_port}")
-    if args.tpoold and flag("--config"):
-        # The image's command line, with the config the package installs
-        # there, through the built daemon's own check.
-        check = [args.tpoold] + [str(ROOT / "deploy/tpoold.toml") if a == facts.config_path
-                                 else "--check-config" if a == "--config" else a
-                                 for a in argv[1:]]
-        # --check-config also checks that the plugin directories exist (the
-        # image has them); an empty directory stands in for them here.
-        with tempfile.TemporaryDirectory() as plugins:
-            r = subprocess.run(check + ["--plugin-dir", plugins], capture_output=True, text=True)
-        c.check(r.returncode == 0, f"the image's command line fails tpoold's check "
+    # The secure path (issue 16, item 5): the container's own config, with
+    # TLS and tokens from mounted files, both listeners on all interfaces.
+    c.check(flag("--config") == CONTAINER_CONFIG, f"--config is {flag('--config')}, not "
+                                                  f"{CONTAINER_CONFIG}")
+    c.check(flag("--listen") is None and flag("--metrics-listen") is None,
+            "the command line overrides the addresses: they belong in the container config")
+    cfg = tomllib.loads((ROOT / "deploy/container/tpoold.toml").read_text())
+    want = {("server", "listen"): f"0.0.0.0:{facts.grpc_port}",
+            ("server", "admin_listen"): "unix:/run/tpoold/admin.sock",
+            ("tls", "cert_file"): "/etc/tpoold/tls/tls.crt",
+            ("tls", "key_file"): "/etc/tpoold/tls/tls.key",
+            ("auth", "token_file"): "/etc/tpoold/auth/tokens",
+            ("metrics", "listen"): f"0.0.0.0:{facts.metrics_port}",
+            ("metrics", "tls"): True}
+    for (section, key), value in want.items():
+        got = cfg.get(section, {}).get(key)
+        c.check(got == value, f"deploy/container/tpoold.toml: {section}.{key} is {got!r}, "
+                              f"not {value!r}")
+    c.check(cfg.get("server", {}).get("allow_insecure") is not True,
+            "deploy/container/tpoold.toml sets server.allow_insecure")
+    c.check("deploy/container/tpoold.toml" in rootfs or '"$(dirname "$0")/tpoold.toml"' in rootfs
+            and CONTAINER_CONFIG in rootfs, f"{ROOTFS_SCRIPT} does not install "
+                                            f"deploy/container/tpoold.toml as {CONTAINER_CONFIG}")
+    if args.tpoold:
+        # The image's config through the built daemon's own check, with
+        # certificates made here (scripts/gen-test-certs.sh) and a token file
+        # line at the mounted paths' places.
+        with tempfile.TemporaryDirectory() as tmp:
+            t = pathlib.Path(tmp)
+            r = subprocess.run([str(ROOT / "scripts/gen-test-certs.sh"), str(t / "certs")],
+                               capture_output=True, text=True)
+            c.check(r.returncode == 0, f"gen-test-certs.sh failed: {r.stderr}")
+            (t / "tls").mkdir()
+            (t / "auth").mkdir()
+            for src, dst in (("server.pem", "tls.crt"), ("server.key", "tls.key"),
+                             ("ca.pem", "ca.crt")):
+                shutil.copy(t / "certs" / src, t / "tls" / dst)
+            (t / "auth/tokens").write_text("probe:read:::\n")
+            (t / "auth/tokens").chmod(0o600)
+            text = (ROOT / "deploy/container/tpoold.toml").read_text()
+            text = text.replace("/etc/tpoold/tls/", f"{t}/tls/")
+            text = text.replace("/etc/tpoold/auth/", f"{t}/auth/")
+            text = text.replace("unix:/run/tpoold/", f"unix:{t}/")
+            (t / "container.toml").write_text(text)
+            plugins = t / "plugins"
+            plugins.mkdir()
+            check = [args.tpoold, "--check-config", str(t / "container.toml"),
+                     "--plugin-dir", str(plugins)]
+            r = subprocess.run(check, capture_output=True, text=True)
+        c.check(r.returncode == 0, f"the image's config fails tpoold's check "
                                    f"({' '.join(check)}): {r.stdout}{r.stderr}")
     ignore = (ROOT / ".dockerignore").read_text().split()
     c.check("build/" in ignore, ".dockerignore does not exclude build/")

@@ -134,6 +134,17 @@ def main():
             c.check(ep.get("path", "/metrics") == "/metrics", f"ServiceMonitor scrapes {ep.get('path')}")
             c.check(any(ep.get("port") in [p.get("name") for p in s["spec"]["ports"]] for s in chosen),
                     f"ServiceMonitor scrapes port {ep.get('port')}, which no selected Service names")
+    # The NetworkPolicy's named ports must be the container's, or it admits
+    # nothing (a name that resolves to no port matches no traffic).
+    ctr_ports = {p["name"] for ctr in dep["spec"]["template"]["spec"]["containers"]
+                 for p in ctr.get("ports", [])}
+    for np in by_kind.get("NetworkPolicy", []):
+        c.check(matches(np["spec"]["podSelector"].get("matchLabels"), pod_labels),
+                f"NetworkPolicy {np['metadata']['name']} does not select the tpoold pods")
+        for rule in np["spec"].get("ingress", []):
+            for p in rule.get("ports", []):
+                c.check(p.get("port") in ctr_ports, f"NetworkPolicy {np['metadata']['name']} "
+                        f"admits port {p.get('port')}, which the container does not name")
     print(f"rendered deploy/k8s: {len(docs)} objects ({', '.join(sorted(by_kind))}); "
           "kubectl parses them client-side")
     return c.finish()

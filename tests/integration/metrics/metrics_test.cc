@@ -17,25 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A temporary directory removed with the test.
-struct TempDir {
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("tpoold-metrics-" + std::to_string(::getpid()) + "-" + std::to_string(n()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  static int& n() {
-    static int i = 0;
-    return i;
-  }
-  fs::path path;
-};
-
 // A tpoold with metrics on an ephemeral loopback port.
 struct MetricsDaemon {
   explicit MetricsDaemon(const TempDir& dir, const std::string& extra = "")

@@ -224,6 +224,25 @@ class Child {
   std::optional<int> code_;
 };
 
+// A temporary directory removed with the test.
+struct TempDir {
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("tpoold-metrics-" + std::to_string(::getpid()) + "-" + std::to_string(n()++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  static int& n() {
+    static int i = 0;
+    return i;
+  }
+  std::filesystem::path path;
+};
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream s;

@@ -8,6 +8,7 @@ rule, the image's user).
 import argparse
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,8 @@ STOP_MARGIN_S = 10
 # (deployment.yaml says why not a subPath mount over the image's config).
 K8S_CONFIG_DIR = "/etc/tpoold/k8s"
 K8S_CONFIG = K8S_CONFIG_DIR + "/tpoold.toml"
+TLS_DIR = "/etc/tpoold/tls"  # the Secret tpoold-tls (cert-manager: tls.crt, tls.key, ca.crt)
+AUTH_DIR = "/etc/tpoold/auth"  # the Secret tpoold-auth (key tokens: the token file)
 
 
 def load_all():
@@ -55,7 +58,7 @@ def main():
         c.check("kind" in d and "apiVersion" in d, f"{name}: a document without kind/apiVersion")
         kinds.setdefault(d.get("kind"), []).append(d)
     for kind in ("Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
-                 "ServiceMonitor", "ConfigMap", "Kustomization"):
+                 "ServiceMonitor", "ConfigMap", "Kustomization", "NetworkPolicy", "Certificate"):
         c.check(kind in kinds, f"no {kind} in deploy/k8s")
     if c.failures:
         return c.finish()
@@ -121,11 +124,18 @@ def main():
     for a in ctr_args:
         for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", a):
             c.check(var in env_names, f"the container's args use $({var}) but its env has no {var}")
+    # The job port serves TLS, which the kubelet's grpc probes cannot speak:
+    # each probe is `tpoolctl --address 127.0.0.1:PORT --tls-ca CA ... health`.
     for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
         probe = ctr.get(probe_name, {})
-        port = probe.get("grpc", {}).get("port")
-        c.check(port == grpc_port, f"{probe_name} is not a gRPC health probe on {grpc_port} "
-                                   f"(it is {probe})")
+        cmd = probe.get("exec", {}).get("command", [])
+        flag = lambda f: cmd[cmd.index(f) + 1] if f in cmd[:-1] else None  # noqa: E731
+        c.check(cmd[:1] == ["tpoolctl"] and cmd[-1:] == ["health"]
+                and flag("--address") == f"127.0.0.1:{grpc_port}"
+                and flag("--tls-ca") == f"{TLS_DIR}/ca.crt",
+                f"{probe_name} is not `tpoolctl --address 127.0.0.1:{grpc_port} --tls-ca "
+                f"{TLS_DIR}/ca.crt ... health` (it is {probe})")
+        c.check("grpc" not in probe, f"{probe_name} is a kubelet grpc probe: it has no TLS")
     live = ctr.get("livenessProbe", {})
     patience = live.get("failureThreshold", 3) * live.get("periodSeconds", 10)
     c.check(patience > stop_s, f"livenessProbe gives up after {patience}s, shorter than a drain "
@@ -136,7 +146,9 @@ def main():
             f"terminationGracePeriodSeconds={grace} is not above drain_timeout_ms + "
             f"cancel_grace_ms ({stop_s}s) + {STOP_MARGIN_S}s")
     pre = ctr.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
-    c.check(pre[:2] == ["tpoolctl", "drain"], f"preStop is {pre}, not `tpoolctl drain`")
+    admin = get("server.admin_listen")
+    c.check(pre == ["tpoolctl", "--address", admin, "drain"],
+            f"preStop is {pre}, not `tpoolctl --address {admin} drain` (the admin socket)")
     sc = ctr.get("securityContext", {})
     psc = spec.get("securityContext", {})
     c.check(sc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem is not true")
@@ -163,6 +175,27 @@ def main():
     vols = {v["name"]: v for v in spec.get("volumes", [])}
     for m in mounts.values():
         c.check(m["name"] in vols, f"volumeMount {m['name']} has no volume")
+    # The secure path (issue 16, item 5): TLS and tokens from Secrets, the
+    # admin socket in an emptyDir of the pod.
+    c.check(str(admin).startswith("unix:/"), f"server.admin_listen is {admin!r}: the admin API "
+                                             "must be a Unix socket in the pod")
+    sock_dir = str(admin).removeprefix("unix:").rsplit("/", 1)[0]
+    c.check("emptyDir" in vols.get(mounts.get(sock_dir, {}).get("name"), {}),
+            f"the admin socket's directory {sock_dir} is not an emptyDir of the pod")
+    for key, mount, secret in (("tls.cert_file", TLS_DIR, "tpoold-tls"),
+                               ("tls.key_file", TLS_DIR, "tpoold-tls"),
+                               ("auth.token_file", AUTH_DIR, "tpoold-auth")):
+        c.check(str(get(key)).startswith(mount + "/"), f"{key} = {get(key)!r} is not in {mount}")
+        vol = vols.get(mounts.get(mount, {}).get("name"), {})
+        c.check(vol.get("secret", {}).get("secretName") == secret,
+                f"{mount} is not the Secret {secret} (it is {vol})")
+        c.check(mounts.get(mount, {}).get("readOnly") is True, f"{mount} is not read-only")
+    c.check(get("tls.cert_file") == f"{TLS_DIR}/tls.crt" and get("tls.key_file") ==
+            f"{TLS_DIR}/tls.key", "tls.cert_file/key_file are not the kubernetes.io/tls "
+                                  "Secret's tls.crt/tls.key (cert-manager's names)")
+    c.check(get("metrics.tls") is True, "metrics.tls is not true: /metrics off loopback in "
+                                        "plain HTTP")
+    c.check(get("server.allow_insecure") is not True, "server.allow_insecure is true")
     cfg_vol = vols.get(mounts.get(K8S_CONFIG_DIR, {}).get("name"), {})
     c.check(cfg_vol.get("configMap", {}).get("name") == "tpoold-config",
             "the config mount does not come from the tpoold-config ConfigMap")
@@ -213,7 +246,24 @@ def main():
         c.check(set(r["resources"]["overrides"]) == {"namespace", "pod"},
                 "the adapter rule does not map namespace and pod")
 
+    np = kinds["NetworkPolicy"][0]
+    c.check(matches(np["spec"]["podSelector"]["matchLabels"], labels),
+            "the NetworkPolicy does not select the tpoold pods")
+    c.check("Ingress" in np["spec"].get("policyTypes", []), "the NetworkPolicy has no Ingress")
+    allowed = {p.get("port") for r in np["spec"].get("ingress", []) for p in r.get("ports", [])}
+    c.check(allowed == {"grpc", "metrics"}, f"the NetworkPolicy admits ports {allowed}, not "
+                                            "exactly grpc and metrics")
+    c.check(all(r.get("from") for r in np["spec"].get("ingress", [])),
+            "a NetworkPolicy ingress rule admits every source")
+    cert = kinds["Certificate"][0]
+    c.check(cert["spec"].get("secretName") == "tpoold-tls" and
+            "127.0.0.1" in cert["spec"].get("ipAddresses", []),
+            "certificate.yaml does not write Secret tpoold-tls with IP 127.0.0.1 (the probes)")
+
     sm = kinds["ServiceMonitor"][0]
+    c.check(all(e.get("scheme") == "https" and e.get("tlsConfig", {}).get("ca")
+                for e in sm["spec"]["endpoints"]),
+            "the ServiceMonitor does not scrape over https with the CA (metrics.tls)")
     c.check(matches(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]),
             "the ServiceMonitor does not select Service tpoold")
     c.check([e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"],
@@ -221,10 +271,29 @@ def main():
 
     if args.tpoold:
         # --check-config also checks that the plugin directories exist (the
-        # image has them); an empty directory stands in for them here.
-        with tempfile.TemporaryDirectory() as plugins:
-            r = subprocess.run([args.tpoold, "--check-config", str(K8S / "tpoold.toml"),
-                                "--plugin-dir", plugins], capture_output=True, text=True)
+        # image has them; an empty directory stands in for them here) and
+        # reads the certificate and token files: the Secrets' files stand in
+        # as a test certificate (scripts/gen-test-certs.sh) and a token line,
+        # at the same names under a temporary directory.
+        with tempfile.TemporaryDirectory() as tmp:
+            t = pathlib.Path(tmp)
+            r = subprocess.run([str(ROOT / "scripts/gen-test-certs.sh"), str(t / "certs")],
+                               capture_output=True, text=True)
+            c.check(r.returncode == 0, f"gen-test-certs.sh failed: {r.stderr}")
+            (t / "tls").mkdir()
+            (t / "auth").mkdir()
+            for src, dst in (("server.pem", "tls.crt"), ("server.key", "tls.key"),
+                             ("ca.pem", "ca.crt")):
+                shutil.copy(t / "certs" / src, t / "tls" / dst)
+            (t / "auth/tokens").write_text("probe:read:::\n")
+            (t / "auth/tokens").chmod(0o600)
+            text = (K8S / "tpoold.toml").read_text()
+            text = text.replace(TLS_DIR + "/", f"{t}/tls/").replace(AUTH_DIR + "/", f"{t}/auth/")
+            text = text.replace("unix:/run/tpoold/", f"unix:{t}/")
+            (t / "tpoold.toml").write_text(text)
+            (t / "plugins").mkdir()
+            r = subprocess.run([args.tpoold, "--check-config", str(t / "tpoold.toml"),
+                                "--plugin-dir", str(t / "plugins")], capture_output=True, text=True)
         c.check(r.returncode == 0, "tpoold --check-config rejects deploy/k8s/tpoold.toml: "
                                    f"{r.stdout}{r.stderr}")
     return c.finish()

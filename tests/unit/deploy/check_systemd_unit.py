@@ -84,6 +84,17 @@ def main():
         c.check(one(key) == want, f"{key} is {one(key)!r}, issue 9 asks for {want!r}")
     c.check("@system-service" in unit.get(("Service", "SystemCallFilter"), []),
             "SystemCallFilter=@system-service is missing")
+    # The admin socket (issue 16, item 4): server.admin_listen = "" in the
+    # packaged config means $RUNTIME_DIRECTORY/admin.sock, so the unit must
+    # make /run/tpoold, private to the service user.
+    c.check(one("RuntimeDirectory") == "tpoold", f"RuntimeDirectory is {one('RuntimeDirectory')!r}, "
+                                                 "not tpoold (/run/tpoold/admin.sock)")
+    c.check(one("RuntimeDirectoryMode") == "0700",
+            f"RuntimeDirectoryMode is {one('RuntimeDirectoryMode')!r}, not 0700")
+    c.check(facts.get("server.admin_listen") in ("", None),
+            f"deploy/tpoold.toml sets server.admin_listen = {facts.get('server.admin_listen')!r}; "
+            "the unit's socket is the default one (\"\")")
+    c.check(facts.get("server.allow_insecure") is not True, "deploy/tpoold.toml allows insecure")
     ro = " ".join(unit.get(("Service", "ReadOnlyPaths"), [])).split()
     for path in ("/etc/tpoold", facts.plugin_dir):
         c.check(path in ro, f"ReadOnlyPaths does not name {path}")

@@ -43,10 +43,11 @@ class Facts:
                 continue
             if section is None:
                 continue
-            m = re.match(r"\s+[\w:]+\s+(\w+)\s*=\s*([^;]+);", line)
+            # `type name = default;` or `type name;` (a string that defaults to "").
+            m = re.match(r"\s+[\w:]+\s+(\w+)\s*(?:=\s*([^;]+))?;", line)
             if not m:
                 continue
-            key, value = m.group(1), m.group(2).strip()
+            key, value = m.group(1), (m.group(2) or '""').strip()
             out[f"{section}.{key}"] = _cxx_value(value)
         for required in ("server.listen", "server.drain_timeout_ms", "server.cancel_grace_ms",
                          "metrics.listen"):

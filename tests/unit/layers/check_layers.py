@@ -65,8 +65,10 @@ RULES: dict[str, Rule] = {
                  "asks security who may call what and maps its answers to status codes"),
     "metrics": _rule("daemon/metrics", {"common", "pool", "metrics"}, {"prometheus"},
                      COMMON_LINKS | {"tpool::common", "tpool::pool", "prometheus-cpp::core",
-                                     "prometheus-cpp::pull"},
-                     "reads plain snapshot structs the server fills, and the pool's PoolStats"),
+                                     "prometheus-cpp::pull", "${CMAKE_DL_LIBS}", "OpenSSL::SSL",
+                                     "OpenSSL::Crypto"},
+                     "reads plain snapshot structs the server fills, and the pool's PoolStats; "
+                     "dlopen()s its CivetWeb OpenSSL shims (OpenSSL: the shims alone)"),
     "server": _rule("daemon/server",
                     {"common", "pool", "plugin_host", "engine", "rpc", "metrics", "proto",
                      "security"},

@@ -8,7 +8,8 @@
 // and histograms), the other components' counter reads and a few /proc reads.
 //
 // Exporter serves one Collector on `/metrics` with prometheus-cpp's pull
-// Exposer (CivetWeb), optionally behind HTTP basic auth.
+// Exposer (CivetWeb), optionally over TLS and behind HTTP basic auth (the
+// password compared in constant time).
 //
 // Thread safety: Collector holds no mutable state; Collect() may run on
 // several CivetWeb threads at once, so the SnapshotSource must allow that.
@@ -78,6 +79,15 @@ struct ExporterOptions {
   std::string basic_auth_password;        // or:
   std::string basic_auth_password_file;   // its first line is the password
   std::string port_file;                  // write the bound port here (whole, then renamed)
+  // HTTPS (TLS 1.2 or newer) with this certificate: PEM files, the leaf
+  // certificate then its chain, and its key ([tls] cert_file, key_file).
+  // Read once at start: a rotated certificate is served after a restart.
+  bool tls = false;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Where libtpool-civetweb-lib{ssl,crypto}.so are (libssl_shim.c says why
+  // CivetWeb needs them). Empty: <directory of this program>/../lib/tpool/civetweb.
+  std::string civetweb_openssl_dir;
 };
 
 // The password in metrics.basic_auth_password_file: its first line, without
@@ -85,6 +95,11 @@ struct ExporterOptions {
 // a readable regular file or its first line is empty. Exporter::start uses
 // it, and so does `tpoold --check-config`.
 Result<std::string> read_password_file(const std::string& path);
+
+// With opts.tls: what Exporter::start checks before it binds (the OpenSSL
+// shims load; the certificate and key files read), for `tpoold
+// --check-config`. An error sentence naming the file; never its content.
+Status check_tls(const ExporterOptions& opts);
 
 class Exporter {
  public:

@@ -102,6 +102,19 @@ class ManualClock final : public tpool::Clock {
   std::atomic<std::int64_t> ns_{std::int64_t{1} << 40};
 };
 
+// TPOOL_FUZZ_VERBOSE=1: each call's outcome on stderr (seed authoring).
+bool verbose() {
+  static const bool v = std::getenv("TPOOL_FUZZ_VERBOSE") != nullptr;
+  return v;
+}
+
+void report(const char* call, const grpc::Status& s, const std::string& more = {}) {
+  if (verbose()) {
+    std::fprintf(stderr, "  %s: %d %s%s\n", call, static_cast<int>(s.error_code()),
+                 s.error_message().c_str(), more.c_str());
+  }
+}
+
 // A unary call as gRPC's callback server drives one: binding replays a Finish
 // the method already made; the test waits for Finish, then calls OnDone.
 class UnaryCall final : public grpc::ServerCallbackUnary {
@@ -135,7 +148,7 @@ class UnaryCall final : public grpc::ServerCallbackUnary {
 // One unary method call; cancel: the client cancels once the method returned
 // (a reactor of its own sees OnCancel; the default reactor has answered).
 template <class Method>
-grpc::Status unary(Method&& method, bool cancel) {
+grpc::Status unary(const char* name, Method&& method, bool cancel) {
   grpc::CallbackServerContext ctx;
   grpc::testing::DefaultReactorTestPeer peer(&ctx);
   grpc::ServerUnaryReactor* r = method(&ctx);
@@ -149,6 +162,7 @@ grpc::Status unary(Method&& method, bool cancel) {
     s = call.wait();
     r->OnDone();
   }
+  report(name, s);
   if (!s.ok() && s.error_message().empty()) fail("a refusal without a sentence");
   return s;
 }
@@ -253,16 +267,19 @@ void follow(Service& svc, std::uint64_t id, bool cancel) {
   ref.set_job_id(id);
   ref.set_replica(kReplica);
   v1::JobStatus st;
-  (void)unary([&](auto* ctx) { return svc.jobs->Get(ctx, &ref, &st); }, false);
+  (void)unary(
+      "Get", [&](auto* ctx) { return svc.jobs->Get(ctx, &ref, &st); }, false);
   if (cancel) {
     v1::CancelReply cr;
-    (void)unary([&](auto* ctx) { return svc.jobs->Cancel(ctx, &ref, &cr); }, false);
+    (void)unary(
+        "Cancel", [&](auto* ctx) { return svc.jobs->Cancel(ctx, &ref, &cr); }, false);
   }
   v1::WaitRequest wr;
   wr.set_job_id(id);
   wr.set_replica(kReplica);
   v1::JobResult res;
-  auto s = unary([&](auto* ctx) { return svc.jobs->Wait(ctx, &wr, &res); }, false);
+  auto s = unary(
+      "Wait", [&](auto* ctx) { return svc.jobs->Wait(ctx, &wr, &res); }, false);
   // A retained job may have been evicted already (tight: 4 results).
   if (s.ok() && !is_final(res.state())) fail("Wait answered OK before the job ended");
 }
@@ -273,7 +290,11 @@ void run_unary(Service& svc, int call, bool cancel, std::string_view msg) {
       v1::JobRequest req;
       if (!parse(msg, req)) return;
       v1::JobResult res;
-      auto s = unary([&](auto* ctx) { return svc.jobs->Execute(ctx, &req, &res); }, cancel);
+      auto s = unary(
+          "Execute", [&](auto* ctx) { return svc.jobs->Execute(ctx, &req, &res); }, cancel);
+      if (verbose())
+        std::fprintf(stderr, "    job %s: %s\n", v1::JobState_Name(res.state()).c_str(),
+                     res.message().c_str());
       if (s.ok() && !is_final(res.state())) fail("Execute answered OK with a job not final");
       if (s.ok() && res.ByteSizeLong() > svc.jobs->limits().max_message_bytes)
         fail("Execute's result is over max_message_bytes");
@@ -283,7 +304,8 @@ void run_unary(Service& svc, int call, bool cancel, std::string_view msg) {
       v1::JobRequest req;
       if (!parse(msg, req)) return;
       v1::JobRef ref;
-      auto s = unary([&](auto* ctx) { return svc.jobs->Submit(ctx, &req, &ref); }, false);
+      auto s = unary(
+          "Submit", [&](auto* ctx) { return svc.jobs->Submit(ctx, &req, &ref); }, false);
       check_ref(s, ref);
       if (s.ok()) follow(svc, ref.job_id(), cancel);
       return;
@@ -293,7 +315,9 @@ void run_unary(Service& svc, int call, bool cancel, std::string_view msg) {
       v1::JobBatch batch;
       if (!parse(msg, batch)) return;
       v1::JobRefs refs;
-      auto s = unary([&](auto* ctx) { return svc.jobs->SubmitBatch(ctx, &batch, &refs); }, false);
+      auto s = unary(
+          "SubmitBatch", [&](auto* ctx) { return svc.jobs->SubmitBatch(ctx, &batch, &refs); },
+          false);
       if (!s.ok() || refs.items_size() != batch.jobs_size()) fail("SubmitBatch: items missing");
       for (const auto& item : refs.items()) {
         const bool job = item.job_id() != 0 && item.code() == 0 && item.replica() == kReplica;
@@ -307,16 +331,19 @@ void run_unary(Service& svc, int call, bool cancel, std::string_view msg) {
       v1::JobRef ref;
       if (!parse(msg, ref)) return;
       v1::JobStatus st;
-      (void)unary([&](auto* ctx) { return svc.jobs->Get(ctx, &ref, &st); }, false);
+      (void)unary(
+          "Get", [&](auto* ctx) { return svc.jobs->Get(ctx, &ref, &st); }, false);
       v1::CancelReply cr;
-      (void)unary([&](auto* ctx) { return svc.jobs->Cancel(ctx, &ref, &cr); }, false);
+      (void)unary(
+          "Cancel", [&](auto* ctx) { return svc.jobs->Cancel(ctx, &ref, &cr); }, false);
       return;
     }
     case 5: {  // Wait on any ref
       v1::WaitRequest wr;
       if (!parse(msg, wr)) return;
       v1::JobResult res;
-      (void)unary([&](auto* ctx) { return svc.jobs->Wait(ctx, &wr, &res); }, cancel);
+      (void)unary(
+          "Wait", [&](auto* ctx) { return svc.jobs->Wait(ctx, &wr, &res); }, cancel);
       return;
     }
   }
@@ -453,6 +480,9 @@ void run_stream(Service& svc, bool cancel, int cancel_after, std::string_view re
   StreamCall call(reactor);
   const auto o =
       call.drive(messages, cancel ? cancel_after : -1, svc.jobs->limits().max_message_bytes);
+  report("Stream", o.status,
+         " (" + std::to_string(o.results) + " results, " + std::to_string(o.items) + " items" +
+             (o.cancelled ? ", cancelled)" : ")"));
   if (!o.status.ok() && o.status.error_message().empty())
     fail("Stream: a status without a sentence");
   if (o.cancelled) return;  // results may be dropped, the status is CANCELLED

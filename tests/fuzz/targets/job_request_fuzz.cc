@@ -213,7 +213,7 @@ void make_service(World& w, Service& s, tpool::engine::EngineLimits el, tpool::r
 }
 
 World& world() {
-  static World* w = [] {
+  static World* const the_world = [] {
     grpc_init();
     spdlog::set_default_logger(
         std::make_shared<spdlog::logger>("fuzz", std::make_shared<AbortOnCritical>()));
@@ -252,7 +252,7 @@ World& world() {
     make_service(*w, w->services[2], {}, {}, true);
     return w;
   }();
-  return *w;
+  return *the_world;
 }
 
 // ---- Unary calls ----

@@ -12,13 +12,18 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 SOURCES = $(shell git ls-files '*.h' '*.hpp' '*.cc' '*.cpp' '*.c' '*.proto' 2>/dev/null)
 
-.PHONY: help deps build release test test-dev format-check tsan tsa asan fuzz fuzz-targets mutate bench bench-report run format tidy package clean
+.PHONY: help deps build release test test-dev format-check tsan tsa asan fuzz fuzz-ci fuzz-targets mutate bench bench-report run format tidy package clean
 
 help:
 	@echo "make run           build (release) and start tpoold with the example plugins"
 	@echo "make test          install deps, build, run every test (unit, stress, model, integration,"
 	@echo "                   container: the image and manifests with podman, skipped where it cannot run),"
-	@echo "                   check formatting, and run the pool's tests under ThreadSanitizer"
+	@echo "                   check formatting, run the pool's tests under ThreadSanitizer, and"
+	@echo "                   make fuzz-ci"
+	@echo "make fuzz-ci       the libFuzzer targets (job_request, token_file, config, plugin_descriptor)"
+	@echo "                   under the fuzz preset, a bounded seeded number of runs each"
+	@echo "                   (TPOOL_FUZZ_RUNS_<target>; about 30 s of runs on 2 cores, plus the"
+	@echo "                   fuzz_* build: 40 s in all with ccache, 4 min cold); fails on any finding"
 	@echo "make bench         build and run the benchmarks against the peers (bench_*, then"
 	@echo "                   tpoold against gearmand: bench/peers/run.sh); make bench-report"
 	@echo "                   turns the peers' results into docs/benchmarks.md's table and plot"
@@ -26,8 +31,8 @@ help:
 	@echo "make tsa           build with clang -Wthread-safety -Werror (part of make test)"
 	@echo "make fuzz          the pool's fuzz harness for longer: FUZZ_SECONDS (default 30) per seed"
 	@echo "                   family, 20 families; FUZZ_PRESET=tsan runs it under ThreadSanitizer;"
-	@echo "                   then the libFuzzer targets (fuzz preset: token file, config, plugin"
-	@echo "                   descriptor), their bounded ctest runs, then FUZZ_SECONDS each"
+	@echo "                   then make fuzz-ci, then each libFuzzer target FUZZ_SECONDS more"
+	@echo "                   (make fuzz-targets FUZZ_SECONDS=300 for only those, five minutes each)"
 	@echo "make mutate        mutation testing of the pool and queues (scripts/mutate.sh; slow)"
 	@echo "make format | format-check | tidy | package | clean"
 
@@ -45,7 +50,7 @@ release: deps
 test-dev: build
 	$(CTEST) --preset dev
 
-test: test-dev format-check tsan tsa
+test: test-dev format-check tsan tsa fuzz-ci
 	@echo "make test: all checks passed"
 
 format-check:
@@ -83,16 +88,22 @@ fuzz: deps
 	  --gtest_filter='Seeds/*'
 	$(MAKE) fuzz-targets
 
-# The libFuzzer targets of tests/fuzz/targets (issue 16, item 7): the bounded
-# runs ctest makes (fail on any finding), then FUZZ_SECONDS more each. New
-# inputs stay in build/fuzz/tests/fuzz/targets/work/<target>; a finding leaves
-# its reproducer in .../work/artifacts/ (copy it into tests/fuzz/corpus/<target>/
-# once fixed, and every build replays it).
-FUZZ_TARGETS = token_file config plugin_descriptor
-fuzz-targets: deps
+# The libFuzzer targets of tests/fuzz/targets (issue 16, item 7).
+# fuzz-ci (part of make test): only the fuzz_* targets of the fuzz preset are
+# built, and ctest runs each for TPOOL_FUZZ_RUNS_<target> runs from its seed
+# corpus with a fixed seed (tests/fuzz/targets/CMakeLists.txt); any finding
+# (crash, sanitizer report, leak, timeout, a broken property) fails it.
+# fuzz-targets: then FUZZ_SECONDS more each, one at a time. New inputs stay in
+# build/fuzz/tests/fuzz/targets/work/<target>; a finding leaves its reproducer
+# in .../work/artifacts/ (copy it into tests/fuzz/corpus/<target>/ once fixed,
+# and every build replays it).
+FUZZ_TARGETS = job_request token_file config plugin_descriptor
+fuzz-ci: deps
 	$(CMAKE) --preset fuzz
 	$(CMAKE) --build --preset fuzz -j $(JOBS) $(addprefix --target fuzz_,$(FUZZ_TARGETS))
-	$(CTEST) --preset fuzz
+	$(CTEST) --preset fuzz -L fuzz
+
+fuzz-targets: fuzz-ci
 	for t in $(FUZZ_TARGETS); do \
 	  tests/fuzz/targets/run_fuzz.sh build/fuzz/tests/fuzz/targets/fuzz_$$t \
 	    build/fuzz/tests/fuzz/targets/work/$$t tests/fuzz/corpus/$$t -1 \

@@ -305,7 +305,7 @@ class Pool {
   // pool makes progress (the daemon's systemd watchdog ping reads it).
   std::uint64_t progress() const noexcept;
 
-  struct Impl;
+  class Impl;
 
  private:
   friend class SubmitterSlot;

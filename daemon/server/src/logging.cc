@@ -1,5 +1,6 @@
 #include "logging.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -72,6 +73,20 @@ class JsonFormatter final : public spdlog::formatter {
   }
 };
 
+// protobuf's own log lines (e.g. "[libprotobuf ERROR ...] String field
+// 'tpool.v1.JobRequest.handler' contains invalid UTF-8 data" for every such
+// request) go to spdlog at debug level instead of straight to stderr: they
+// are about a client's bytes, which the caller already answers with
+// INVALID_ARGUMENT, so anyone who can reach the port could otherwise make
+// tpoold write one unformatted stderr line per request (found by
+// fuzz_job_request). FATAL stays critical.
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line,
+                  const std::string& message) {
+  const auto lv = level == google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical
+                                                            : spdlog::level::debug;
+  spdlog::log(lv, "protobuf ({}:{}): {}", file, line, message);
+}
+
 }  // namespace
 
 void setup_logging(const std::string& level, const std::string& format) {
@@ -85,6 +100,7 @@ void setup_logging(const std::string& level, const std::string& format) {
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  google::protobuf::SetLogHandler(&protobuf_log);
 }
 
 }  // namespace tpool::server

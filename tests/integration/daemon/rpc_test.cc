@@ -145,6 +145,28 @@ TEST_F(Rpc, BytesThatAreNotAProtobufAreRejectedAndTheDaemonKeepsServing) {
   EXPECT_EQ(r.output(), "still here");
 }
 
+TEST_F(Rpc, InvalidUtf8InAStringFieldIsRefusedWithoutALogLinePerRequest) {
+  grpc::GenericStub generic(d().channel());
+  // JobRequest.handler (field 1, a string) holding 0xff 0xfe: not UTF-8.
+  const char bad[] = {'\x0a', '\x02', '\xff', '\xfe'};
+  for (int i = 0; i < 3; ++i) {
+    grpc::Slice slice(bad, sizeof bad);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext ctx;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/tpool.v1.JobService/Execute", grpc::StubOptions(), &request,
+                      &response, [&done](grpc::Status s) { done.set_value(s); });
+    grpc::Status s = done.get_future().get();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+  // protobuf's own stderr line ("[libprotobuf ERROR ...] ... invalid UTF-8")
+  // is written before the parse returns, so before the reply: none here.
+  EXPECT_EQ(d().log().find("libprotobuf"), std::string::npos) << d().log();
+  JobResult r;
+  ASSERT_TRUE(execute(job("echo", "still here"), r).ok());
+}
+
 TEST_F(Rpc, JobTimeoutEndsASleepJobTimedOutWithStatusOk) {
   auto before = handler_stats("sleep");
   auto req = job("sleep", "60000");

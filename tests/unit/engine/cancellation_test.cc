@@ -209,6 +209,9 @@ TEST_F(EngineCancel, ADeadlineThatPassesWhileRunningEndsTheJobTimedOut) {
   ASSERT_TRUE(idle());
   EXPECT_EQ(j->state(), JobState::kTimedOut);
   EXPECT_TRUE(j->output().empty());
+  // inv 1, 2: only the winner wrote the result; the worker's late finish
+  // changed nothing (not even the message the caller already read).
+  EXPECT_EQ(j->message(), c.message);
   EXPECT_EQ(done_.calls_for(j->id()), 1);
   EXPECT_TRUE(engine().running().empty());
   engine().enforce();
@@ -263,7 +266,8 @@ TEST_F(EngineCancel, AHandlerIgnoringCancelIsEndedAfterCancelGrace) {
   EXPECT_EQ(rj[0].state, JobState::kCancelled);
   ctl_.open_gate();
   ASSERT_TRUE(idle());
-  EXPECT_TRUE(j->output().empty());  // "late:ignored" was dropped
+  EXPECT_TRUE(j->output().empty());    // "late:ignored" was dropped
+  EXPECT_EQ(j->message(), c.message);  // (inv 1, 2) the loser wrote nothing
   EXPECT_EQ(done_.calls_for(j->id()), 1);
   // The host did not count the same call again (one of the two, never both).
   EXPECT_EQ(host_->counters().ignored_cancellation, 0u);

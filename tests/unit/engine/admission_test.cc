@@ -344,6 +344,46 @@ TEST_F(EngineAdmission, StopWhenFullLeavesTheRestIntactWhenThePoolIsFull) {
   }
 }
 
+// A1 with stop_when_full: an item after the one that ends the call is not
+// consumed, so it gets no outcome and is not counted, even when it is one
+// that check() refuses (invalid) and the refusal of room comes later, when
+// the run before it goes to the pool. Its retry answers it exactly once.
+TEST_F(EngineAdmission, StopWhenFullDoesNotAnswerARefusedItemAfterTheStop) {
+  BenchOptions o;
+  o.threads = 1;
+  o.queue_capacity = 2;
+  start(std::move(o));
+  auto holder = run(spec("block"));  // one descriptor of two
+  ASSERT_TRUE(ctl_.wait_entered(1));
+  ASSERT_TRUE(eventually([&] { return pool().stats().live_descriptors == 1; }));
+  std::vector<JobSpec> specs{spec("block", "a"), spec("block", "b"), spec("", "invalid"),
+                             spec("missing", "unknown")};
+  std::vector<Engine::SubmitResult> out;
+  ASSERT_EQ(batch(specs, out, /*stop_when_full=*/true), 1u);  // the pool took "a" only
+  EXPECT_TRUE(out[0].ok());
+  ASSERT_TRUE(is(out[1].error, ErrorCode::kExhausted, "no free task slot"));
+  EXPECT_FALSE(out[2].error.has_value()) << "not consumed, yet answered: " << out[2].error->message;
+  EXPECT_FALSE(out[3].error.has_value()) << "not consumed, yet answered: " << out[3].error->message;
+  EngineSnapshot s = engine().snapshot();
+  EXPECT_EQ(s.rejected_invalid, 0u);
+  EXPECT_EQ(s.rejected_not_found, 0u);
+  EXPECT_EQ(s.rejected_full, 1u);
+  EXPECT_EQ(specs[2].payload, "invalid");
+  // The retry of the rest, once there is room: each item answered once.
+  ctl_.open_gate();
+  ASSERT_TRUE(quiet());
+  std::vector<JobSpec> rest(std::make_move_iterator(specs.begin() + 1),
+                            std::make_move_iterator(specs.end()));
+  ASSERT_EQ(batch(rest, out, true), 3u);
+  EXPECT_TRUE(out[0].ok());
+  EXPECT_TRUE(is(out[1].error, ErrorCode::kInvalidArgument, "names no handler"));
+  EXPECT_TRUE(is(out[2].error, ErrorCode::kNotFound, "no handler named 'missing'"));
+  s = engine().snapshot();
+  EXPECT_EQ(s.rejected_invalid, 1u);
+  EXPECT_EQ(s.rejected_not_found, 1u);
+  ASSERT_TRUE(done_.wait_total(3));
+}
+
 // A batch the pool accepts in part: the accepted prefix runs, the tail is
 // refused with the pool's sentence and gives its slots back.
 TEST_F(EngineAdmission, ABatchThePoolTakesInPartAnswersTheTailWithThePoolsSentence) {

@@ -144,6 +144,46 @@ TEST_F(EngineFanOut, ChildrenShareTheParentsCancellation) {
   ASSERT_TRUE(idle());
 }
 
+// A child that had not started when the parent was cancelled does not run
+// its handler; it says why (Child::cancelled_before_start).
+TEST_F(EngineFanOut, AChildNotStartedWhenTheParentIsCancelledDoesNotRun) {
+  BenchOptions o;
+  o.threads = 1;  // the parent's worker runs its children one after the other
+  start(std::move(o));
+  auto parent = run(spec("fanout", "block 2 c"));
+  ASSERT_TRUE(ctl_.wait_entered(1));  // the first child holds the only worker
+  parent->cancel();
+  ctl_.open_gate();
+  Recorder::Call c = done_.wait_job(parent->id());
+  EXPECT_EQ(c.state, JobState::kCancelled) << c.message;
+  // The first child returned OK after the cancellation (the host discards
+  // it); the second never started.
+  EXPECT_NE(c.message.find("|3::the parent job was cancelled before this child started]"),
+            std::string::npos)
+      << c.message;
+  EXPECT_EQ(ctl_.entered_now(), 1);
+  ASSERT_TRUE(idle());
+}
+
+TEST_F(EngineFanOut, AChildNotStartedWhenTheParentsDeadlinePassedDoesNotRun) {
+  BenchOptions o;
+  o.threads = 1;
+  start(std::move(o));
+  JobSpec s = spec("fanout", "block 2 c");
+  s.deadline = std::chrono::steady_clock::now() + 100ms;
+  auto parent = run(s);
+  ASSERT_TRUE(ctl_.wait_entered(1));
+  ASSERT_TRUE(eventually([&] { return parent->deadline_passed(); }));
+  ctl_.open_gate();
+  Recorder::Call c = done_.wait_job(parent->id());
+  EXPECT_EQ(c.state, JobState::kTimedOut) << c.message;
+  EXPECT_NE(c.message.find("|4::the parent job's deadline passed before this child started]"),
+            std::string::npos)
+      << c.message;
+  EXPECT_EQ(ctl_.entered_now(), 1);
+  ASSERT_TRUE(idle());
+}
+
 TEST_F(EngineFanOut, AParentsDeadlineReachesItsChildren) {
   BenchOptions o;
   o.threads = 1;

@@ -116,6 +116,33 @@ TEST_F(EngineIdempotency, ARepeatWithinOneBatchIsAnsweredByTheEarlierItem) {
   EXPECT_EQ(ctl_.calls_now(), 2);
 }
 
+// inv 3: a repeat that races the job's end either registers its DoneFn
+// (will_notify, then it is called once) or finds the job final (read it
+// now); never a waiter that is not called.
+TEST_F(EngineIdempotency, ARepeatRacingTheJobsEndIsNotifiedOrFindsItFinal) {
+  start();
+  Recorder repeats;
+  int notified = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = "race-" + std::to_string(i);
+    ASSERT_TRUE(engine().submit(keyed("echo", "p", key), nullptr, nullptr).ok());
+    Engine::SubmitResult again =
+        engine().submit(keyed("echo", "p", key), &Recorder::on_done, &repeats);
+    ASSERT_TRUE(again.ok());
+    ASSERT_TRUE(again.value.deduplicated);
+    if (again.value.will_notify) {
+      ++notified;
+      EXPECT_EQ(repeats.wait_job(again.value.job->id()).output, "p");
+    } else {
+      EXPECT_TRUE(again.value.job->final());
+      EXPECT_EQ(again.value.job->output(), "p");
+    }
+  }
+  ASSERT_TRUE(idle());
+  EXPECT_EQ(repeats.total(), static_cast<std::size_t>(notified));
+  EXPECT_TRUE(repeats.each_once({}));
+}
+
 // A5: concurrent submits of one key make exactly one job.
 TEST_F(EngineIdempotency, ConcurrentSubmitsOfOneKeyMakeOneJob) {
   start();

@@ -293,6 +293,27 @@ TEST_F(EngineJob, CapacityWaitersAreWokenOnceByATaskEnd) {
   EXPECT_EQ(w2.calls, 1);
 }
 
+// E3 under races: a waiter registered while a job is ending is either
+// refused (nothing in flight: retry now) or woken, never lost.
+TEST_F(EngineJob, ACapacityWaiterRacingATaskEndIsNeverLost) {
+  BenchOptions o;
+  o.threads = 2;
+  start(std::move(o));
+  constexpr int kRounds = 300;
+  CountingWaiter w;
+  int registered = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    (void)engine().submit(spec("echo"), nullptr, nullptr);
+    if (engine().wait_for_capacity(&w)) {
+      ++registered;
+      ASSERT_TRUE(w.wait(registered)) << "round " << i << ": a registered waiter was never woken";
+    }
+  }
+  ASSERT_TRUE(idle());
+  std::lock_guard lock(w.mu);
+  EXPECT_EQ(w.calls, registered);
+}
+
 std::atomic<int> g_thread_inits{0};
 void count_thread_init() {
   g_thread_inits.fetch_add(1);

@@ -199,7 +199,10 @@ TEST_F(EngineAdmission, DrainingRefusesNewJobsAndLetsRunningOnesFinish) {
   EXPECT_FALSE(a->final());
   EXPECT_FALSE(a->is_cancelled());
   ctl_.open_gate();
+  // Woken by the last task end (while draining), not by its timeout.
+  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(engine().wait_idle(kHang));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, kHang);
   EXPECT_EQ(done_.wait_job(a->id()).state, JobState::kSucceeded);
   EXPECT_EQ(a->output(), "late:a");
 }

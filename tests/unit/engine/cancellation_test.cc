@@ -220,6 +220,47 @@ TEST_F(EngineCancel, ADeadlineThatPassesWhileRunningEndsTheJobTimedOut) {
   EXPECT_EQ(counts("block").succeeded, 0u);
 }
 
+// A cancel that comes after the deadline passed (in the daemon: gRPC
+// cancels the call because the call's deadline, which is the job's, ended)
+// does not turn the time-out into a cancellation: the job ends TIMED_OUT
+// whichever came first to end it, the deadline thread or the cancel.
+TEST_F(EngineCancel, ACancelAfterTheDeadlinePassedLeavesARunningJobTimedOut) {
+  start();
+  JobSpec s = spec("block");
+  s.deadline = std::chrono::steady_clock::now() + 50ms;
+  auto j = run(s);
+  ASSERT_TRUE(ctl_.wait_entered(1));
+  ASSERT_TRUE(eventually([&] { return j->deadline_passed(); }));
+  j->cancel();
+  EXPECT_TRUE(j->deadline_passed());
+  ctl_.open_gate();  // the handler returns OK: the host discards it
+  Recorder::Call c = done_.wait_job(j->id());
+  EXPECT_EQ(c.state, JobState::kTimedOut) << c.message;
+  EXPECT_NE(c.message.find("past its deadline"), std::string::npos) << c.message;
+  ASSERT_TRUE(idle());
+  EXPECT_EQ(counts("block").timed_out, 1u);
+  EXPECT_EQ(counts("block").cancelled, 0u);
+}
+
+TEST_F(EngineCancel, ACancelAfterTheDeadlinePassedLeavesAQueuedJobTimedOut) {
+  start(one_worker());
+  auto holder = hold_the_worker();
+  JobSpec s = spec("echo");
+  s.deadline = std::chrono::steady_clock::now() - 1ms;
+  auto j = run(s);
+  j->cancel();
+  ASSERT_TRUE(j->final());
+  EXPECT_EQ(j->state(), JobState::kTimedOut);
+  EXPECT_EQ(done_.wait_job(j->id()).message,
+            "job " + std::to_string(j->id()) +
+                " (echo) timed out while queued, before its handler started; raise its timeout "
+                "or the call's deadline, or submit less at once");
+  ctl_.open_gate();
+  ASSERT_TRUE(idle());
+  EXPECT_EQ(counts("echo").timed_out, 1u);
+  EXPECT_EQ(ctl_.calls_now(), 1);
+}
+
 TEST_F(EngineCancel, TheDeadlineThreadEndsARunningJobOnItsOwn) {
   BenchOptions o;
   o.limits.enforce_interval = 2ms;

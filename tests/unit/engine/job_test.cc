@@ -1,7 +1,10 @@
 // The job (tpool/engine/job.h, inv 1-6) and the engine around it: how a
 // handler's answer becomes a final state, waiters (DoneFn exactly once),
 // ids, counters in snapshot(), capacity waiters (E3), thread_init.
+#include <map>
 #include <random>
+
+#include "tpool/engine/thread_job.h"
 
 #include "engine_test_support.h"
 
@@ -312,6 +315,92 @@ TEST_F(EngineJob, ACapacityWaiterRacingATaskEndIsNeverLost) {
   ASSERT_TRUE(idle());
   std::lock_guard lock(w.mu);
   EXPECT_EQ(w.calls, registered);
+}
+
+// A1 and E3 together, as a Stream uses them: submit with stop_when_full,
+// keep what was not consumed, wait for capacity, resubmit. Every item runs
+// exactly once, in spite of an in-flight limit far below the item count.
+class Pump final : public CapacityWaiter {
+ public:
+  void on_capacity() override {
+    std::lock_guard lock(mu);
+    woken = true;
+    cv.notify_all();
+  }
+  bool wait_woken() {
+    std::unique_lock lock(mu);
+    const bool ok = cv.wait_for(lock, kHang, [&] { return woken; });
+    woken = false;
+    return ok;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool woken = false;
+};
+
+TEST_F(EngineJob, StopWhenFullAndCapacityWaitersCarryAStreamThroughTheLimit) {
+  BenchOptions o;
+  o.threads = 2;
+  o.limits.max_inflight_jobs = 4;
+  start(std::move(o));
+  constexpr int kItems = 400;
+  std::vector<JobSpec> pending;
+  for (int i = 0; i < kItems; ++i) {
+    JobSpec s = spec("echo", std::to_string(i));
+    s.tag = static_cast<std::uint64_t>(i);
+    if (i % 50 == 0) s.idempotency_key = "pump-" + std::to_string(i);  // keyed items too
+    pending.push_back(std::move(s));
+  }
+  Pump pump;
+  std::vector<Engine::SubmitResult> out;
+  std::map<std::uint64_t, std::string> expect;  // job id -> output
+  int rounds = 0;
+  while (!pending.empty()) {
+    ASSERT_LT(++rounds, 100 * kItems) << "no progress";
+    const std::size_t consumed = batch(pending, out, /*stop_when_full=*/true);
+    for (std::size_t k = 0; k < consumed; ++k) {
+      ASSERT_TRUE(out[k].ok()) << out[k].error->message;
+      EXPECT_FALSE(out[k].value.deduplicated);
+      expect[out[k].value.job->id()] = std::to_string(out[k].value.job->spec().tag);
+    }
+    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(consumed));
+    if (pending.empty()) break;
+    ASSERT_TRUE(is(out[consumed].error, ErrorCode::kExhausted, "in flight"));
+    if (engine().wait_for_capacity(&pump)) {
+      ASSERT_TRUE(pump.wait_woken());
+    }
+  }
+  ASSERT_EQ(expect.size(), static_cast<std::size_t>(kItems));
+  ASSERT_TRUE(done_.wait_total(kItems));
+  for (const auto& [id, output] : expect) EXPECT_EQ(done_.wait_job(id).output, output);
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, output] : expect) ids.push_back(id);
+  EXPECT_TRUE(done_.each_once(ids));
+  ASSERT_TRUE(idle());
+  EXPECT_EQ(counts("echo").submitted, static_cast<std::uint64_t>(kItems));
+  EXPECT_EQ(counts("echo").succeeded, static_cast<std::uint64_t>(kItems));
+}
+
+TEST(EngineThreadJob, AScopeNamesTheJobAndRestoresTheOuterOne) {
+  const ThreadJob* t = this_thread_job();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->handler, nullptr);
+  {
+    ThreadJobScope outer("outer", 1);
+    EXPECT_EQ(std::string_view(t->handler, t->handler_len), "outer");
+    EXPECT_EQ(t->job_id, 1u);
+    {
+      ThreadJobScope inner("inner", 2);  // help_wait running a job inside a parent
+      EXPECT_EQ(std::string_view(t->handler, t->handler_len), "inner");
+      EXPECT_EQ(t->job_id, 2u);
+    }
+    EXPECT_EQ(std::string_view(t->handler, t->handler_len), "outer");
+    EXPECT_EQ(t->job_id, 1u);
+    // Another thread has its own (T1).
+    std::thread([] { EXPECT_EQ(this_thread_job()->handler, nullptr); }).join();
+  }
+  EXPECT_EQ(t->handler, nullptr);
+  EXPECT_EQ(t->job_id, 0u);
 }
 
 std::atomic<int> g_thread_inits{0};

@@ -25,6 +25,8 @@
 //       stop_when_full the first item refused for room (step 3 or 6) ends the
 //       call: its outcome is the kExhausted error, its spec (and those after
 //       it) are left intact for a retry, and its index is the return value.
+//       Items after it get no outcome and are not counted: an item refused
+//       while a run is pending first sends the run (Admission::refuse).
 //  (A2) Each kind of refusal has one sentence, made by one function
 //       (draining_error, validate, unknown_handler_error, conflict_error,
 //       inflight_error, pool_refused), whichever path the item took: a batch
@@ -92,6 +94,14 @@ struct Engine::Admission {
   bool stopped() const noexcept { return stop != specs.size(); }
 
   void refuse(std::size_t i, std::atomic<std::uint64_t>& counter, Error err) {
+    // (A1) With stop_when_full, whether item i is consumed at all depends on
+    // the run before it: hand that to the pool first. If the pool refused
+    // part of it, the call ends there and item i gets no outcome and is not
+    // counted (its retry answers it).
+    if (stop_when_full && !run.empty()) {
+      submit_run();
+      if (stopped()) return;
+    }
     counter.fetch_add(1, std::memory_order_relaxed);  // relaxed: a reporting counter
     out[i] = {{}, std::move(err)};
   }

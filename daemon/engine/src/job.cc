@@ -104,7 +104,10 @@ void Job::cancel() {
   token_.cancel();
   // A queued job ends now; the pool sees the token when it dequeues the task
   // and calls on_cancel, which finds the job final and only releases it.
-  finish(JobState::kQueued, JobState::kCancelled, {}, unstarted_message(false));
+  // Past its deadline it ends TIMED_OUT, as on_cancel would end it (E5).
+  const bool deadline = deadline_passed();
+  finish(JobState::kQueued, deadline ? JobState::kTimedOut : JobState::kCancelled, {},
+         unstarted_message(deadline));
 }
 
 std::string Job::unstarted_message(bool deadline) const {
@@ -181,7 +184,12 @@ std::optional<std::chrono::nanoseconds> Job::remaining() const noexcept {
 }
 
 bool Job::deadline_passed() const noexcept {
-  return token_.reason() == CancelToken::Reason::kDeadline;
+  // The deadline itself, not the token's reason: the token reports
+  // kCancelled once cancel() was called, also after the deadline passed (the
+  // daemon cancels a job when its call ends, and the call's deadline is the
+  // job's), which would turn a time-out into a cancellation depending on
+  // who ended the job first.
+  return spec_.deadline != Clock::time_point::max() && Clock::now() >= spec_.deadline;
 }
 
 void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {

@@ -230,7 +230,9 @@ class Engine {
   // Make every running handler see is_cancelled() (second signal, drain
   // timeout). Queued jobs are cancelled by the pool's kCancelPending shutdown.
   void cancel_all();
-  // Wait until no job is in flight; false on timeout.
+  // Wait until no job is in flight; false on timeout. Call it after
+  // begin_drain(): a task end wakes it only while draining (the hot path
+  // takes no lock otherwise), so without a drain it returns at the timeout.
   bool wait_idle(std::chrono::nanoseconds timeout);
 
   // One pass of the deadline thread (E4): ends running jobs whose deadline

@@ -124,7 +124,9 @@ class Job final : public plugin_host::JobServices {
   // True if the waiter was removed before being called (it never will be).
   bool remove_waiter(DoneFn fn, void* user) EXCLUDES(mu_);
 
-  // Requests cancellation. A queued job ends CANCELLED at once; a running one
+  // Requests cancellation. A queued job ends CANCELLED at once (TIMED_OUT if
+  // its deadline has passed: deadline_passed() looks at the deadline, not at
+  // the token, so a cancel after the deadline never hides it); a running one
   // sees is_cancelled() and ends when its handler returns, or cancel_grace
   // later without it (the engine's deadline thread, inv 5).
   void cancel();

@@ -16,20 +16,23 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
 #include "tpool/common/lane.h"
+#include "tpool/common/mutex.h"
 #include "tpool/common/status.h"
 #include "tpool/pool/histogram.h"
 
 namespace tpool {
+
+namespace detail {
+class EventCount;  // tpool/pool/event_count.h
+}  // namespace detail
 
 using TaskFn = void (*)(void* ctx);
 
@@ -87,9 +90,18 @@ class WaitGroup {
   std::int64_t pending() const noexcept { return pending_.load(std::memory_order_acquire); }
 
  private:
+  friend class Pool;  // Pool::help_wait registers its event count (add_waker)
+  // help_wait: the done() that takes the count to zero also notifies `ec`
+  // (under mu_, after its decrement). One pool's event count at a time:
+  // false if another is registered. Every true is matched by remove_waker.
+  bool add_waker(detail::EventCount* ec) noexcept;
+  void remove_waker(detail::EventCount* ec) noexcept;
+
   std::atomic<std::int64_t> pending_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;  // the last done() and every wait() (config.cc inv 2)
+  CondVar cv_;
+  detail::EventCount* waker_ GUARDED_BY(mu_) = nullptr;
+  std::uint32_t waker_refs_ GUARDED_BY(mu_) = 0;  // help_waits registered with waker_
 };
 
 // The watchdog's time source, injected so tests drive it without sleeping.
@@ -305,7 +317,7 @@ class Pool {
   // pool makes progress (the daemon's systemd watchdog ping reads it).
   std::uint64_t progress() const noexcept;
 
-  struct Impl;
+  class Impl;
 
  private:
   friend class SubmitterSlot;

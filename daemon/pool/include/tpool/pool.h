@@ -242,6 +242,14 @@ struct PoolStats {
   std::uint64_t overflow_retired = 0;
   std::size_t overflow_active = 0;
   std::size_t overflow_max = 0;
+  // Threads parked (or about to park) on the pool's event counts: submits
+  // waiting for a free descriptor (Backpressure::kBlock), wait() and
+  // help_wait() calls waiting for their task or group, shutdown() waiting
+  // for the accepted tasks to end.
+  std::size_t blocked_submits = 0;
+  std::size_t blocked_waits = 0;
+  std::size_t blocked_help_waits = 0;
+  std::size_t blocked_shutdowns = 0;
   bool timestamps_enabled = true;  // false: built with TPOOL_TIMESTAMPS=disabled
   LaneStats lanes[kLaneCount];
 };
@@ -295,8 +303,8 @@ class Pool {
 
   // Wait for wg to reach zero. On a worker of this pool, runs other tasks
   // meanwhile (help-first join), so a task can fan out and wait for its
-  // children without starving the pool; with nothing to run it blocks in
-  // rounds of at most 1 ms, looking for work between them. False on timeout.
+  // children without starving the pool; with nothing to run it sleeps until
+  // work it could run is published or wg reaches zero. False on timeout.
   bool help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1));
 
   Result<SubmitterSlot> register_submitter();

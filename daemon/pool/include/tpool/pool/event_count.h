@@ -185,6 +185,11 @@ class EventCount {
     signal(/*all=*/false);
   }
 
+  // How many are registered (statistics, tests): relaxed, a snapshot.
+  std::uint32_t waiters() const noexcept {
+    return waiters_of(word_.load(std::memory_order_relaxed));
+  }
+
   // Anybody registered? A hint (relaxed, no fence): the pool's release path
   // reads it to decide whether to bypass its descriptor caches.
   bool has_waiters() const noexcept {

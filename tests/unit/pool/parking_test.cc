@@ -3,8 +3,10 @@
 // (PoolStats::blocked_*), is released by exactly the event the protocol says
 // notifies it, and by nothing else in the test. The pool used to sleep in
 // 1 ms rounds, which hid a missing wake; now a missing wake leaves the waiter
-// asleep for good, so each test bounds it (kBound, a hang guard only) and
-// fails if it did not end.
+// asleep until its deadline. Each waiter gets kBound as its deadline (a hang
+// guard) and must return well before it: at the deadline a waiter takes one
+// last look and would find its condition true, so "returned at all" proves
+// nothing; "returned before its deadline" proves it was woken.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -21,6 +23,18 @@ namespace {
 
 // Polls stats() (from the test thread, with the hang bound) until `field`
 // reaches n: the waiter is registered, so it is asleep or about to be.
+// A waiter woken by a notify returns within milliseconds; one whose wake was
+// lost returns only at its deadline, kBound after it began.
+const std::chrono::nanoseconds kWoken = kBound / 2;
+
+class Stopwatch {
+ public:
+  std::chrono::nanoseconds elapsed() const { return std::chrono::steady_clock::now() - start_; }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 template <class Field>
 bool until_registered(Pool& p, Field field, std::size_t n) {
   const auto until = std::chrono::steady_clock::now() + kBound;
@@ -103,10 +117,12 @@ TEST_P(Parking, WaitIsReleasedByTheTasksEnd) {
   o.waitable = true;
   auto h = pool_->submit({&Parking::held, &gate_}, o);
   ASSERT_TRUE(h.ok());
+  Stopwatch clock;
   auto waiting = std::async(std::launch::async, [&] { return pool_->wait(h.value(), kBound); });
   ASSERT_TRUE(until_registered(*pool_, &PoolStats::blocked_waits, 1));
   gate_.open();
-  const Result<TaskOutcome> r = waiting.get();  // kBound: a lost wake is a Timeout
+  const Result<TaskOutcome> r = waiting.get();
+  EXPECT_LT(clock.elapsed(), kWoken) << "wait() slept until its deadline after the task ended";
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r.value(), TaskOutcome::kCompleted);
 }
@@ -118,7 +134,12 @@ TEST_P(Parking, HelpWaitIsReleasedByADoneFromOutsideThePool) {
   WaitGroup wg;
   wg.add(1);
   std::atomic<int> joined{-1};
-  auto join = [&] { joined.store(this_task::pool()->help_wait(wg, kBound) ? 1 : 0); };
+  std::atomic<std::int64_t> took_ns{0};
+  auto join = [&] {
+    Stopwatch clock;
+    joined.store(this_task::pool()->help_wait(wg, kBound) ? 1 : 0);
+    took_ns.store(clock.elapsed().count());
+  };
   WaitGroup parent;
   SubmitOptions o;
   o.wait_group = &parent;
@@ -126,7 +147,9 @@ TEST_P(Parking, HelpWaitIsReleasedByADoneFromOutsideThePool) {
   ASSERT_TRUE(until_registered(*pool_, &PoolStats::blocked_help_waits, 1));
   wg.done();
   ASSERT_TRUE(parent.wait(kBound + kBound));
-  EXPECT_EQ(joined.load(), 1) << "help_wait slept on after its group reached zero";
+  EXPECT_EQ(joined.load(), 1);
+  EXPECT_LT(std::chrono::nanoseconds(took_ns.load()), kWoken)
+      << "help_wait slept until its deadline after its group reached zero";
 }
 
 // The only worker sleeps inside help_wait; it counts as awake, so the wake
@@ -137,7 +160,12 @@ TEST_P(Parking, HelpWaitIsWokenByWorkItCanRun) {
   WaitGroup wg;
   wg.add(1);
   std::atomic<int> joined{-1};
-  auto join = [&] { joined.store(this_task::pool()->help_wait(wg, kBound) ? 1 : 0); };
+  std::atomic<std::int64_t> took_ns{0};
+  auto join = [&] {
+    Stopwatch clock;
+    joined.store(this_task::pool()->help_wait(wg, kBound) ? 1 : 0);
+    took_ns.store(clock.elapsed().count());
+  };
   WaitGroup parent;
   SubmitOptions o;
   o.wait_group = &parent;
@@ -146,7 +174,9 @@ TEST_P(Parking, HelpWaitIsWokenByWorkItCanRun) {
   auto release = [&] { wg.done(); };
   ASSERT_TRUE(pool_->submit(task_of(release)).ok());
   ASSERT_TRUE(parent.wait(kBound + kBound));
-  EXPECT_EQ(joined.load(), 1) << "help_wait slept on while a task it could run was queued";
+  EXPECT_EQ(joined.load(), 1);
+  EXPECT_LT(std::chrono::nanoseconds(took_ns.load()), kWoken)
+      << "help_wait slept until its deadline while a task it could run was queued";
 }
 
 // shutdown(kDrain) sleeps on idle_ec until accepted == finished; the worker
@@ -154,11 +184,13 @@ TEST_P(Parking, HelpWaitIsWokenByWorkItCanRun) {
 TEST_P(Parking, ShutdownIsReleasedByTheLastTasksEnd) {
   TPOOL_CREATE_OR_SKIP(pool_, cfg());
   ASSERT_TRUE(pool_->submit({&Parking::held, &gate_}).ok());
+  Stopwatch clock;
   auto stopping =
       std::async(std::launch::async, [&] { return pool_->shutdown(ShutdownMode::kDrain, kBound); });
   ASSERT_TRUE(until_registered(*pool_, &PoolStats::blocked_shutdowns, 1));
   gate_.open();
-  const Status s = stopping.get();  // kBound: a lost wake is a Timeout
+  const Status s = stopping.get();
+  EXPECT_LT(clock.elapsed(), kWoken) << "shutdown slept until its deadline after the last task";
   EXPECT_TRUE(s.ok()) << s.to_string();
 }
 

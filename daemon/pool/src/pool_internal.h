@@ -268,7 +268,10 @@ struct Worker {
   // True from start_worker until the join: stats() reads it instead of
   // `thread`, which only spawn_mu holders may touch.
   std::atomic<bool> spawned{false};
-  std::mutex park_mu;
+  // The park of sleep_wake.h c3 (its inv 4): a tpool::Mutex that guards no
+  // member (sleep and parked are atomics); it only closes the window between
+  // the worker's check of `sleep` and its wait.
+  StdSync::Mutex park_mu;
   std::condition_variable park_cv;
   std::thread thread;
   // ---- fixed at construction ----

@@ -56,7 +56,7 @@ void Pool::Impl::join_all() {
     stop.store(true, std::memory_order_seq_cst);
   }
   for (auto& w : workers) {
-    { std::lock_guard plk(w->park_mu); }
+    { MutexLock plk(w->park_mu); }
     w->park_cv.notify_all();
   }
   for (std::size_t i = 0; i < total_slots; ++i) {

@@ -132,7 +132,7 @@ void Pool::Impl::tick() {
     }
     if (++w.wd_idle_ticks > 2) {
       {
-        std::lock_guard plk(w.park_mu);
+        MutexLock plk(w.park_mu);
         // Release pairs with the worker's acquire in exiting() (worker.cc
         // idle()); park_mu orders it before the parked worker's check too.
         w.retire.store(true, std::memory_order_release);

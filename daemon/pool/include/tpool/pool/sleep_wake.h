@@ -14,7 +14,7 @@
 // worker type W must have:
 //   Atomics::Atomic<SleepState> sleep;   kRunning or kSleeping
 //   Atomics::Atomic<bool> parked;        inside the wait (statistics only)
-//   Sync::Mutex park_mu; Sync::CondVar park_cv;
+//   Sync::Mutex park_mu; Sync::CondVar park_cv;   (inv 4; guards no member)
 //   bool drains[L];                      lanes it takes work from, fixed at start
 // and the pool keeps Atomics::Atomic<std::int64_t> awake[L].
 //
@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "tpool/common/mutex.h"
 #include "tpool/pool/atomics.h"
 
 #if defined(TPOOL_SLEEP_WAKE_MUTANT_NO_C2_FENCE) || \
@@ -64,16 +65,20 @@ enum class SleepState : std::uint32_t {
   kSleeping,  // published at c1: between c1 and the end of its wait
 };
 
-// Mutex and condition variable of the pool: std::mutex and
-// std::condition_variable. wait() is called with the mutex held, as the
-// worker holds it across its check of `sleep` (inv 4).
+// Mutex and condition variable of the pool: tpool::Mutex (annotated for
+// clang's thread-safety analysis) and std::condition_variable. wait() is
+// called with the mutex held, as the worker holds it across its check of
+// `sleep` (inv 4). park_mu guards no member (everything it orders is atomic:
+// inv 4 is about the window between a check and a wait), so nothing is
+// GUARDED_BY it; the annotations check that every lock is paired with its
+// unlock and that wait() is called with it held.
 struct StdSync {
-  using Mutex = std::mutex;
+  using Mutex = tpool::Mutex;
   using CondVar = std::condition_variable;
-  static void lock(Mutex& m) { m.lock(); }
-  static void unlock(Mutex& m) noexcept { m.unlock(); }
-  static void wait(CondVar& cv, Mutex& m) {
-    std::unique_lock<std::mutex> lk(m, std::adopt_lock);
+  static void lock(Mutex& m) ACQUIRE(m) { m.lock(); }
+  static void unlock(Mutex& m) noexcept RELEASE(m) { m.unlock(); }
+  static void wait(CondVar& cv, Mutex& m) REQUIRES(m) {
+    std::unique_lock<std::mutex> lk(m.native(), std::adopt_lock);
     cv.wait(lk);
     (void)lk.release();  // still held: the caller unlocks
   }

@@ -30,8 +30,12 @@
 
 namespace tpool {
 
-namespace detail {
-class EventCount;  // tpool/pool/event_count.h
+namespace detail {  // tpool/pool/event_count.h
+struct StdAtomics;
+struct StdSync;
+template <class Atomics, class Sync>
+class BasicEventCount;
+using EventCount = BasicEventCount<StdAtomics, StdSync>;
 }  // namespace detail
 
 using TaskFn = void (*)(void* ctx);

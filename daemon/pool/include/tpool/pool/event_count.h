@@ -66,20 +66,37 @@
 //       (the same argument as sleep_wake.h inv 4). mu_ guards no member: it
 //       only closes that window.
 //
+// Written against the atomics policy (atomics.h) and the mutex policy
+// (sync.h), like sleep_wake.h: the pool compiles EventCount =
+// BasicEventCount<StdAtomics, StdSync>; the Relacy model
+// (tests/model/relacy/event_count_model.cc) compiles the same source with
+// RelacyAtomics and RelacySync and checks it under the C++ memory model. The
+// TPOOL_EVENT_COUNT_MUTANT_* macros build known-broken variants for that
+// model only; a build of the pool never defines them.
+//
 // Costs: notify_all / notify_one with nobody registered (or, for notify_all,
 // everybody already notified) is one relaxed load after the caller's fence;
 // prepare_wait is a CAS and a fence; commit_wait locks mu_.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 
-#include "tpool/common/mutex.h"
+#include "tpool/pool/atomics.h"
+#include "tpool/pool/sync.h"
+
+#if defined(TPOOL_EVENT_COUNT_MUTANT_NO_NOTIFY_FENCE) ||  \
+    defined(TPOOL_EVENT_COUNT_MUTANT_NO_PREPARE_FENCE) || \
+    defined(TPOOL_EVENT_COUNT_MUTANT_KEEPS_NOTIFIED)
+#if !defined(TPOOL_EVENT_COUNT_MODEL)
+#error "TPOOL_EVENT_COUNT_MUTANT_* builds a broken event count: for the Relacy model only"
+#endif
+#endif
 
 namespace tpool::detail {
 
-class EventCount {
+template <class Atomics = StdAtomics, class Sync = StdSync>
+class BasicEventCount {
  public:
   // The epoch a waiter saw in prepare_wait (inv 2).
   class Key {
@@ -87,44 +104,54 @@ class EventCount {
     std::uint32_t epoch() const noexcept { return epoch_; }
 
    private:
-    friend class EventCount;
+    friend class BasicEventCount;
     explicit Key(std::uint32_t e) noexcept : epoch_(e) {}
     std::uint32_t epoch_;
   };
 
-  EventCount() = default;
-  EventCount(const EventCount&) = delete;
-  EventCount& operator=(const EventCount&) = delete;
+  BasicEventCount() = default;
+  BasicEventCount(const BasicEventCount&) = delete;
+  BasicEventCount& operator=(const BasicEventCount&) = delete;
 
   // Waiter: register, then re-check the condition (the caller's loads come
   // after the fence below, inv 3), then cancel_wait() or commit_wait().
   Key prepare_wait() noexcept {
-    std::uint64_t w = word_.load(std::memory_order_relaxed);
-    // Relaxed CAS: the fence below orders it before the re-check (inv 3); a
-    // failed CAS just retries with the word it read. Clears `notified`
-    // (inv 4): this waiter needs a notify that comes after it.
-    while (!word_.compare_exchange_weak(w, (w + 1) & ~kNotified, std::memory_order_relaxed,
-                                        std::memory_order_relaxed)) {
-    }
-    // (inv 3) Pairs with the notifier's fence: W's registration, then W's
+    std::uint64_t w = Atomics::load(word_, std::memory_order_relaxed);
+    std::uint64_t next = 0;
+    do {
+      // Clears `notified` (inv 4): this waiter needs a notify that comes
+      // after it.
+#if defined(TPOOL_EVENT_COUNT_MUTANT_KEEPS_NOTIFIED)
+      next = w + 1;
+#else
+      next = (w + 1) & ~kNotified;
+#endif
+      // Relaxed CAS: the fence below orders it before the re-check (inv 3);
+      // a failed CAS retries with the word it read.
+    } while (
+        !Atomics::cas_weak(word_, w, next, std::memory_order_relaxed, std::memory_order_relaxed));
+#if !defined(TPOOL_EVENT_COUNT_MUTANT_NO_PREPARE_FENCE)
+    // (inv 3) Pairs with the notifier's fence: our registration, then our
     // loads of the condition.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    Atomics::fence(std::memory_order_seq_cst);
+#endif
     return Key(epoch_of(w));
   }
 
   // Waiter: the re-check found the condition true. Relaxed: a notifier that
   // still counts us only wakes nobody (inv 1).
-  void cancel_wait() noexcept { word_.fetch_sub(1, std::memory_order_relaxed); }
+  void cancel_wait() noexcept {
+    unregister();
+  }
 
   // Waiter: sleep until a notify that came after prepare_wait (the epoch no
-  // longer equals key), then unregister. May return spuriously only in the
-  // sense that a notify for another waiter's condition woke us: re-check.
+  // longer equals key), then unregister. A notify for another waiter's
+  // condition may end it too: the caller re-checks its own.
   void commit_wait(Key key) {
-    {
-      MutexLock lk(mu_);
-      while (epoch_acquire() == key.epoch_) cv_.wait(lk);  // (inv 5) checked under mu_
-    }
-    word_.fetch_sub(1, std::memory_order_relaxed);  // as cancel_wait
+    Sync::lock(mu_);
+    while (epoch_acquire() == key.epoch_) Sync::wait(cv_, mu_);  // (inv 5) checked under mu_
+    Sync::unlock(mu_);
+    unregister();
   }
 
   // As commit_wait, but gives up at `deadline`: false if it timed out with
@@ -132,16 +159,15 @@ class EventCount {
   template <class Clock, class Duration>
   bool commit_wait_until(Key key, std::chrono::time_point<Clock, Duration> deadline) {
     bool notified = true;
-    {
-      MutexLock lk(mu_);
-      while (epoch_acquire() == key.epoch_) {  // (inv 5) checked under mu_
-        if (cv_.wait_until(lk, deadline) == std::cv_status::timeout) {
-          notified = epoch_acquire() != key.epoch_;
-          break;
-        }
+    Sync::lock(mu_);
+    while (epoch_acquire() == key.epoch_) {  // (inv 5) checked under mu_
+      if (!Sync::wait_until(cv_, mu_, deadline)) {
+        notified = epoch_acquire() != key.epoch_;
+        break;
       }
     }
-    word_.fetch_sub(1, std::memory_order_relaxed);  // as cancel_wait
+    Sync::unlock(mu_);
+    unregister();
     return notified;
   }
 
@@ -149,9 +175,11 @@ class EventCount {
   // every waiter registered before this call (inv 3). One fence and one load
   // when nobody waits or everybody was notified already (inv 4).
   void notify_all() noexcept {
+#if !defined(TPOOL_EVENT_COUNT_MUTANT_NO_NOTIFY_FENCE)
     // (inv 3) Pairs with prepare_wait's fence: our store S, then our load of
     // the word.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    Atomics::fence(std::memory_order_seq_cst);
+#endif
     notify_all_fenced();
   }
 
@@ -160,14 +188,14 @@ class EventCount {
   // detach fence): one relaxed load when there is nothing to do.
   void notify_all_fenced() noexcept {
     // Relaxed: ordered after S by the caller's fence (inv 3).
-    std::uint64_t w = word_.load(std::memory_order_relaxed);
+    std::uint64_t w = Atomics::load(word_, std::memory_order_relaxed);
     for (;;) {
       if (waiters_of(w) == 0 || (w & kNotified) != 0) return;  // (inv 4)
       // Release: our store S (and all before it) happens before a waiter
       // that reads the new epoch with epoch_acquire(). Relaxed on failure:
       // retry with the word read.
-      if (word_.compare_exchange_weak(w, (w + kEpochOne) | kNotified, std::memory_order_release,
-                                      std::memory_order_relaxed)) {
+      if (Atomics::cas_weak(word_, w, (w + kEpochOne) | kNotified, std::memory_order_release,
+                            std::memory_order_relaxed)) {
         break;
       }
     }
@@ -177,23 +205,22 @@ class EventCount {
   // Notifier: wake one registered waiter, if any (for waiters any one of
   // which can take what was published; the pool uses notify_all).
   void notify_one() noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // as notify_all
-    std::uint64_t w = word_.load(std::memory_order_relaxed);
-    if (waiters_of(w) == 0) return;
+    Atomics::fence(std::memory_order_seq_cst);  // as notify_all
+    if (waiters_of(Atomics::load(word_, std::memory_order_relaxed)) == 0) return;
     // Release as in notify_all_fenced. Does not set `notified` (inv 4).
-    word_.fetch_add(kEpochOne, std::memory_order_release);
+    Atomics::fetch_add(word_, kEpochOne, std::memory_order_release);
     signal(/*all=*/false);
   }
 
   // How many are registered (statistics, tests): relaxed, a snapshot.
   std::uint32_t waiters() const noexcept {
-    return waiters_of(word_.load(std::memory_order_relaxed));
+    return waiters_of(Atomics::load(word_, std::memory_order_relaxed));
   }
 
   // Anybody registered? A hint (relaxed, no fence): the pool's release path
   // reads it to decide whether to bypass its descriptor caches.
   bool has_waiters() const noexcept {
-    return waiters_of(word_.load(std::memory_order_relaxed)) != 0;
+    return waiters() != 0;
   }
 
  private:
@@ -212,22 +239,32 @@ class EventCount {
   // Acquire pairs with the notifier's release CAS of the epoch (inv 2): a
   // waiter that sees the new epoch sees the notifier's store S.
   std::uint32_t epoch_acquire() const noexcept {
-    return epoch_of(word_.load(std::memory_order_acquire));
+    return epoch_of(Atomics::load(word_, std::memory_order_acquire));
+  }
+  // (inv 1) The end of a wait. Relaxed: a notifier that still counts us only
+  // wakes nobody; a decrement of the low half never borrows from the rest,
+  // since we counted ourselves in.
+  void unregister() noexcept {
+    Atomics::fetch_add(word_, ~std::uint64_t{0}, std::memory_order_relaxed);
   }
 
   // (inv 5) Take and release mu_ after the epoch moved, then signal.
   void signal(bool all) noexcept {
-    { MutexLock lk(mu_); }
+    Sync::lock(mu_);
+    Sync::unlock(mu_);
     if (all) {
-      cv_.notify_all();
+      Sync::notify_all(cv_);
     } else {
-      cv_.notify_one();
+      Sync::notify_one(cv_);
     }
   }
 
-  alignas(64) std::atomic<std::uint64_t> word_{0};  // (inv 1)
-  Mutex mu_;                                        // (inv 5) guards no member
-  CondVar cv_;
+  alignas(kCacheLine) typename Atomics::template Atomic<std::uint64_t> word_{0};  // (inv 1)
+  typename Sync::Mutex mu_;  // (inv 5) guards no member
+  typename Sync::CondVar cv_;
 };
+
+// The pool's event count.
+using EventCount = BasicEventCount<>;
 
 }  // namespace tpool::detail

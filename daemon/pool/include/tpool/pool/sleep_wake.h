@@ -43,13 +43,11 @@
 // them.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
-#include "tpool/common/mutex.h"
 #include "tpool/pool/atomics.h"
+#include "tpool/pool/sync.h"
 
 #if defined(TPOOL_SLEEP_WAKE_MUTANT_NO_C2_FENCE) || \
     defined(TPOOL_SLEEP_WAKE_MUTANT_NO_W1_FENCE) || defined(TPOOL_SLEEP_WAKE_MUTANT_RECHECK_FIRST)
@@ -63,26 +61,6 @@ namespace tpool::detail {
 enum class SleepState : std::uint32_t {
   kRunning,   // counted in awake[] (inv 2); looking for or running work
   kSleeping,  // published at c1: between c1 and the end of its wait
-};
-
-// Mutex and condition variable of the pool: tpool::Mutex (annotated for
-// clang's thread-safety analysis) and std::condition_variable. wait() is
-// called with the mutex held, as the worker holds it across its check of
-// `sleep` (inv 4). park_mu guards no member (everything it orders is atomic:
-// inv 4 is about the window between a check and a wait), so nothing is
-// GUARDED_BY it; the annotations check that every lock is paired with its
-// unlock and that wait() is called with it held.
-struct StdSync {
-  using Mutex = tpool::Mutex;
-  using CondVar = std::condition_variable;
-  static void lock(Mutex& m) ACQUIRE(m) { m.lock(); }
-  static void unlock(Mutex& m) noexcept RELEASE(m) { m.unlock(); }
-  static void wait(CondVar& cv, Mutex& m) REQUIRES(m) {
-    std::unique_lock<std::mutex> lk(m.native(), std::adopt_lock);
-    cv.wait(lk);
-    (void)lk.release();  // still held: the caller unlocks
-  }
-  static void notify_one(CondVar& cv) noexcept { cv.notify_one(); }
 };
 
 template <class Atomics = StdAtomics, class Sync = StdSync>

@@ -141,9 +141,10 @@ bool Pool::Impl::help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout) {
       // nobody would wake us for its zero, so wait on the group itself and
       // give up helping. Never seen in the daemon (one pool).
       help_ec.cancel_wait();
-      return wg.wait(timeout.count() < 0 ? timeout
-                                         : std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                               deadline - std::chrono::steady_clock::now()));
+      if (timeout.count() < 0) return wg.wait(timeout);
+      return wg.wait(std::max(std::chrono::nanoseconds(0),
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  deadline - std::chrono::steady_clock::now())));
     }
     if (timeout.count() < 0) {
       help_ec.commit_wait(key);

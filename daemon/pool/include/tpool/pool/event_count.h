@@ -47,6 +47,10 @@
 //   (2) The epoch only grows (mod 2^31), and only a notify moves it, by one
 //       CAS that also sets `notified`. A key is the epoch a waiter read in
 //       prepare_wait; commit_wait returns once the epoch differs from it.
+//       The wrap could fool a waiter only if exactly 2^31 bumps fell between
+//       its prepare_wait and its check under mu_; each bump needs a waiter
+//       that registered after the previous one (inv 4), a lock of mu_ and a
+//       broadcast, so that many cannot fit in a preempted waiter's window.
 //   (3) Store buffering (the Dekker pair): W's RMW of the word and N's store
 //       S are each followed by a seq_cst fence and then a load of the other
 //       side's location (W: the condition; N: the word). The fences are in

@@ -153,20 +153,38 @@ void WaitGroup::done() noexcept {
       return;
     }
   }
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   // acq_rel pairs with the waiter's acquire load of pending_ under mu_.
-  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) cv_.notify_all();
+  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    cv_.notify_all();
+    // A help_wait sleeping on its pool's event count (wait.cc inv 4): our
+    // decrement, then notify_all's fence and its load of the waiter word.
+    if (waker_ != nullptr) waker_->notify_all();
+  }
 }
 
 bool WaitGroup::wait(std::chrono::nanoseconds timeout) {
   // Always under mu_, even when the count is already zero: see done().
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   auto ready = [&] { return pending_.load(std::memory_order_acquire) <= 0; };
   if (timeout.count() < 0) {
     cv_.wait(lk, ready);
     return true;
   }
   return cv_.wait_for(lk, timeout, ready);
+}
+
+bool WaitGroup::add_waker(detail::EventCount* ec) noexcept {
+  MutexLock lk(mu_);
+  if (waker_ != nullptr && waker_ != ec) return false;
+  waker_ = ec;
+  ++waker_refs_;
+  return true;
+}
+
+void WaitGroup::remove_waker(detail::EventCount* ec) noexcept {
+  MutexLock lk(mu_);
+  if (waker_ == ec && --waker_refs_ == 0) waker_ = nullptr;
 }
 
 namespace detail {

@@ -37,7 +37,6 @@ Pool::Impl::Impl(Config c)
   // blocked external submitter is never starved by cached free descriptors.
   const std::size_t slots = total_slots + cfg.max_submitters;
   cache_limit = std::min<std::size_t>(32, cfg.queue_capacity / (2 * slots));
-  wake_free_batch = std::max<std::size_t>(1, std::min<std::size_t>(256, cfg.queue_capacity / 4));
   descs = std::make_unique<Descriptor[]>(cfg.queue_capacity);
   for (std::uint32_t i = 0; i < cfg.queue_capacity; ++i) {
     detail::push_always(free_ring, i);
@@ -112,7 +111,7 @@ bool Pool::Impl::start_worker(std::size_t slot, bool overflow) {
 }
 
 Status Pool::Impl::start() {
-  std::lock_guard lk(spawn_mu);
+  MutexLock lk(spawn_mu);
   for (std::size_t i = 0; i < cfg.min_threads; ++i) {
     if (!start_worker(i, false)) {
       return Status::InvalidArgument("could not start worker thread " + std::to_string(i) +

@@ -11,8 +11,17 @@
 //       hand the index on. Its caller is the one thread that won the right
 //       to free it (pool inv 1).
 //   (3) A DescCache is used only by its owner (pool inv 3); while a submitter
-//       is blocked for a free descriptor (free_waiters > 0), releases bypass
-//       the caches so the blocked thread can see them in the ring.
+//       is blocked for a free descriptor (free_ec has waiters), releases
+//       bypass the caches so the blocked thread can see them in the ring.
+//   (4) No blocked submitter sleeps while a descriptor it could take is in
+//       the ring: every push to the ring is followed by free_ec.notify_all()
+//       (release_desc, return_cached), and the submitter re-checks the ring
+//       after prepare_wait (event_count.h inv 3). Indices a release cached
+//       just before the submitter registered are not in the ring; the caches
+//       hold at most half the descriptors (construct.cc inv 3), so while the
+//       ring is empty at least half are held by tasks, and each of those
+//       comes back through the ring with a notify once it ends (or, for a
+//       waitable task, once it is waited or detached).
 #include <algorithm>
 
 #include "pool_internal.h"
@@ -54,32 +63,22 @@ void Pool::Impl::release_desc(std::uint32_t idx) {
   Submitter* s = tls.sub_pool == this ? tls.submitter : nullptr;
   detail::DescCache<32>* cache = w ? &w->own.cache : (s ? &s->own.cache : nullptr);
   // (inv 3) A blocked submitter waits on the ring, so bypass the caches then.
-  // Relaxed: a hint; a release that misses a new waiter lands in a cache,
-  // which the waiter's own round of the ring does not need (it waits for the
-  // ring's notify below, or for the next release).
-  if (cache != nullptr && cache->size() < cache_limit &&
-      free_waiters.load(std::memory_order_relaxed) == 0 && cache->push(idx)) {
+  // Relaxed: a release that reads no waiter and caches the index decided
+  // before the waiter registered, as if the index had been cached earlier;
+  // it is the same to the waiter as any cached index (inv 4 says why the
+  // waiter still wakes).
+  if (cache != nullptr && cache->size() < cache_limit && !free_ec.has_waiters() &&
+      cache->push(idx)) {
     return;
   }
   detail::push_always(free_ring, idx);  // (inv 1)
-  // seq_cst pairs with the waiter's increment of free_waiters before it
-  // re-checks the ring (store-buffering: one of us sees the other).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // One notify per waiter round, not one per release: once the ring holds
-  // wake_free_batch, every release until a waiter runs again would lock and
-  // broadcast (on a loaded machine that was ~1 broadcast per task in
-  // flood_1m_batched). The first releaser to swap free_notified to true
-  // notifies; a waiter swaps it back to false, under free_mu, before each
-  // check of the ring. acq_rel: if our swap comes first, the waiter's swap
-  // reads our true and so sees our push when it checks the ring; if the
-  // waiter's comes first, we read false and notify under free_mu, which the
-  // waiter holds from its swap until it waits, so the notify reaches it.
-  if (free_waiters.load(std::memory_order_relaxed) != 0 &&
-      free_ring.size_approx() >= wake_free_batch &&
-      !free_notified.exchange(true, std::memory_order_acq_rel)) {
-    std::lock_guard lk(free_mu);
-    free_cv.notify_all();
-  }
+  // The notifier's side of free_ec (event_count.h inv 3): our push, fence,
+  // then the waiter word. Nobody blocked: one fence and one load. Somebody
+  // blocked: the first release after it registered wakes it; the releases
+  // after that, until it registers again, find it notified and are one load
+  // too (event_count.h inv 4), so a blocked submitter costs the releasers
+  // one broadcast per time it goes back to sleep, not one per release.
+  free_ec.notify_all();
 }
 
 // (inv 2) The one way an ended task's descriptor becomes free again.
@@ -96,6 +95,7 @@ void Pool::Impl::return_cached(detail::DescCache<32>& cache) noexcept {
   const std::size_t n = cache.drain_all(buf);
   for (std::size_t i = 0; i < n; ++i) detail::push_always(free_ring, buf[i]);
   cache.unbind();
+  if (n != 0) free_ec.notify_all();  // (inv 4) the indices are in the ring now
 }
 
 // The counter block of a thread freeing a descriptor it did not run: its

@@ -47,9 +47,11 @@
 #include <thread>
 #include <vector>
 
+#include "tpool/common/mutex.h"
 #include "tpool/pool.h"
 #include "tpool/pool/bounded_ring.h"
 #include "tpool/pool/desc_cache.h"
+#include "tpool/pool/event_count.h"
 #include "tpool/pool/ring_queue.h"
 #include "tpool/pool/sleep_wake.h"
 #include "tpool/pool/work_deque.h"
@@ -266,7 +268,10 @@ struct Worker {
   // True from start_worker until the join: stats() reads it instead of
   // `thread`, which only spawn_mu holders may touch.
   std::atomic<bool> spawned{false};
-  std::mutex park_mu;
+  // The park of sleep_wake.h c3 (its inv 4): a tpool::Mutex that guards no
+  // member (sleep and parked are atomics); it only closes the window between
+  // the worker's check of `sleep` and its wait.
+  StdSync::Mutex park_mu;
   std::condition_variable park_cv;
   std::thread thread;
   // ---- fixed at construction ----
@@ -390,11 +395,6 @@ class Pool::Impl {
   std::size_t core_slots = 0;
   std::size_t total_slots = 0;  // core + overflow
   std::size_t cache_limit = 0;  // per-slot DescCache use (0: off for tiny pools)
-  // A submitter blocked on backpressure is woken once this many descriptors
-  // are free, not on every release (a lock and a futex wake per task cost
-  // flood_1m_batched a third of its time: bench/pool). Every release while
-  // all tasks drain reaches it: min(256, queue_capacity / 4), at least 1.
-  std::size_t wake_free_batch = 1;
   Pool* self_ = nullptr;
 
   // ---- descriptors and queues ----
@@ -413,25 +413,34 @@ class Pool::Impl {
   std::atomic<std::size_t> started{0};                            // core workers started
   std::atomic<std::int64_t> awake[kLaneCount] = {};               // (inv 6)
   std::atomic<std::uint32_t> wake_hint{0};
-  std::mutex spawn_mu;
-  std::mutex shutdown_mu;
-  bool joined = false;
-  std::mutex idle_mu;  // shutdown waits for accepted == finished
-  std::condition_variable idle_cv;
-  // Blocked submitters and waiters.
-  std::atomic<std::uint32_t> free_waiters{0};
-  std::atomic<bool> free_notified{false};  // a release has notified this waiter round
-  std::mutex free_mu;
-  std::condition_variable free_cv;
-  std::atomic<std::uint32_t> task_waiters{0};
-  std::mutex done_mu;
-  std::condition_variable done_cv;
+  // Serialises starting and joining workers (construct.cc inv 2,
+  // shutdown.cc inv 1, watchdog.cc inv 1). Worker::thread is touched under
+  // it too, except by join_all's joins (shutdown.cc inv 2), so it is not
+  // GUARDED_BY.
+  Mutex spawn_mu;
+  Mutex shutdown_mu;  // one shutdown() at a time
+  bool joined GUARDED_BY(spawn_mu) = false;
+  // Parking (tpool/pool/event_count.h; docs/wake-protocol.md, "Event
+  // counts"). Each names its waiters, then its notifiers.
+  // Blocked submitters: a descriptor went back to the free ring
+  // (release_desc, return_cached), shutdown began, or work was published
+  // that a blocked worker could run (notify()).
+  detail::EventCount free_ec;
+  // wait(): a waitable task reached a terminal state (finish()).
+  detail::EventCount done_ec;
+  // help_wait(): work was published (notify()), or the group reached zero
+  // (WaitGroup::done, through the waker help_wait registers).
+  detail::EventCount help_ec;
+  // shutdown(): accepted == finished. A worker passing through its sleep
+  // transition or its exit (after their seq_cst fences), a submit that gives
+  // back what it counted (unaccept, the take-back in submit_one).
+  detail::EventCount idle_ec;
 
   // ---- watchdog ----
   std::thread watchdog;
-  std::mutex wd_mu;
-  std::condition_variable wd_cv;
-  bool wd_stop = false;
+  Mutex wd_mu;
+  CondVar wd_cv;
+  bool wd_stop GUARDED_BY(wd_mu) = false;
   std::atomic<std::uint64_t> stalls_detected{0};
   std::atomic<std::size_t> stalled_now{0};
   std::atomic<std::uint64_t> overflow_spawned{0};

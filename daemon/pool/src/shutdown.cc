@@ -11,7 +11,13 @@
 //       (shutdown_mu, or the destructor after shutdown returned).
 //   (3) shutdown() returns Ok only once every accepted task has ended
 //       (finished >= accepted, pool inv 5) and every thread is joined; then
-//       `joined` is set and later calls return Ok at once.
+//       `joined` is set (under spawn_mu) and later calls return Ok at once.
+//   (4) shutdown() waits for finished >= accepted on idle_ec, never on a
+//       timer. Its counts only change by finish() (and run_inline) and by a
+//       submit's un-accept; the thread that makes the last such change
+//       notifies idle_ec after a seq_cst fence that follows it: a worker at
+//       its next park or exit (worker.cc inv 5), a submitter right after
+//       (submit.cc unaccept, submit_one's take-back).
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -26,7 +32,7 @@ using detail::Worker;
 
 void Pool::Impl::join_all() {
   {
-    std::lock_guard lk(wd_mu);
+    MutexLock lk(wd_mu);
     wd_stop = true;
   }
   wd_cv.notify_all();
@@ -41,7 +47,7 @@ void Pool::Impl::join_all() {
     // cannot run (the watchdog is joined above), and start() ran before. So
     // the joins below are the only writers of the threads' state; callers of
     // join_all do not race each other (shutdown_mu, or the destructor).
-    std::lock_guard lk(spawn_mu);
+    MutexLock lk(spawn_mu);
     if (joined) return;
     // Pairs with the workers' acquire loads of `stop` (worker.cc: exiting()
     // in idle(), worker_main's exit checks). Release would do: the park_mu
@@ -50,7 +56,7 @@ void Pool::Impl::join_all() {
     stop.store(true, std::memory_order_seq_cst);
   }
   for (auto& w : workers) {
-    { std::lock_guard plk(w->park_mu); }
+    { MutexLock plk(w->park_mu); }
     w->park_cv.notify_all();
   }
   for (std::size_t i = 0; i < total_slots; ++i) {
@@ -63,7 +69,7 @@ void Pool::Impl::join_all() {
       overflow_retired.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  std::lock_guard lk(spawn_mu);
+  MutexLock lk(spawn_mu);
   joined = true;
 }
 
@@ -80,18 +86,20 @@ Status Pool::Impl::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout)
         "shutdown() was called from one of the pool's own tasks; call it "
         "from a thread that is not a worker");
   }
-  std::lock_guard lk(shutdown_mu);
-  if (joined) return Status::Ok();
+  MutexLock lk(shutdown_mu);
+  {
+    MutexLock slk(spawn_mu);
+    if (joined) return Status::Ok();
+  }
   // (inv 5) Stop accepting, then fence, then count what was accepted. The
   // fence pairs with the submitters' fence between their accepted count and
   // their load of `accepting` (submit_one, submit_many): one of us sees the
   // other.
   accepting.store(false, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  {
-    std::lock_guard flk(free_mu);  // release submitters blocked on backpressure
-  }
-  free_cv.notify_all();
+  // Release submitters blocked on backpressure: our store of `accepting`,
+  // the fence above, then the waiter word (event_count.h inv 3).
+  free_ec.notify_all_fenced();
   if (mode == ShutdownMode::kCancelPending) {
     // Claim every queued descriptor (the seed's cancelQueuedTasks) and end it
     // cancelled; their queue entries go stale (inv 2). Claimed, not straight
@@ -109,31 +117,27 @@ Status Pool::Impl::shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout)
       }
     }
   }
-  // Wait for everything accepted to end.
+  // Wait for everything accepted to end (inv 4): sleep on idle_ec, which a
+  // worker notifies before it parks or exits (worker.cc inv 5) and a submit
+  // that gives a task back notifies after its counts.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto all_done = [&] {
+    const std::uint64_t fin = sum_finished();  // finished first: fin <= accepted
+    return fin >= sum_accepted();
+  };
   bool drained = true;
-  {
-    std::unique_lock ilk(idle_mu);
-    auto all_done = [&] {
-      const std::uint64_t fin = sum_finished();  // finished first: fin <= accepted
-      return fin >= sum_accepted();
-    };
-    // In rounds of at most 1 ms (picked by hand), not on the notify alone:
-    // finish() counts a task and then reads `accepting` with no fence in
-    // between (a fence per task would cost every task for the sake of
-    // shutdown), so its notify can be missed (store-buffering: its count not
-    // yet visible to our check, our store of `accepting` not yet visible to
-    // its read). The rounds bound that miss to 1 ms.
-    while (!all_done()) {
-      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
-      if (timeout.count() >= 0) {
-        if (std::chrono::steady_clock::now() >= deadline) {
-          drained = false;
-          break;
-        }
-        until = std::min(until, deadline);
-      }
-      idle_cv.wait_until(ilk, until);
+  while (!all_done()) {
+    // event_count.h: register, re-check, then sleep.
+    const detail::EventCount::Key key = idle_ec.prepare_wait();
+    if (all_done()) {
+      idle_ec.cancel_wait();
+      break;
+    }
+    if (timeout.count() < 0) {
+      idle_ec.commit_wait(key);
+    } else if (!idle_ec.commit_wait_until(key, deadline)) {
+      drained = all_done();  // timed out: one last look
+      break;
     }
   }
   if (!drained) {

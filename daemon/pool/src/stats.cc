@@ -110,6 +110,12 @@ PoolStats Pool::Impl::stats() const {
   st.overflow_retired = overflow_retired.load(std::memory_order_relaxed);
   st.overflow_active = overflow_active.load(std::memory_order_relaxed);
   st.overflow_max = cfg.max_overflow_workers;
+  // Threads registered on an event count (between prepare_wait and the end
+  // of their wait): asleep, or about to be.
+  st.blocked_submits = free_ec.waiters();
+  st.blocked_waits = done_ec.waiters();
+  st.blocked_help_waits = help_ec.waiters();
+  st.blocked_shutdowns = idle_ec.waiters();
   st.timestamps_enabled = kTimestamps;
   return st;
 }

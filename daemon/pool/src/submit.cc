@@ -91,6 +91,9 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
       ctr.bump(ctr.rejected_shutdown);
       ctr.bump(ctr.submitted);
       finish(w, idx, DescState::kCancelled);
+      // Accepted and finished: shutdown() may be waiting for exactly this
+      // one (idle_ec; the notify's fence orders our counts before its load).
+      idle_ec.notify_all();
       return Status::Shutdown("the pool is shutting down and accepts no new tasks");
     }
   }
@@ -121,10 +124,9 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
   std::atomic_thread_fence(std::memory_order_seq_cst);
   auto unaccept = [&](std::size_t n) {
     ctr.bump(ctr.unaccepted, n);
-    if (!accepting.load(std::memory_order_seq_cst)) {
-      std::lock_guard lk(idle_mu);
-      idle_cv.notify_all();
-    }
+    // shutdown() may wait for accepted == finished (idle_ec): our count,
+    // then notify_all's fence and its load of the waiter word.
+    idle_ec.notify_all();
   };
   if (!accepting.load(std::memory_order_relaxed)) {
     unaccept(ts.size());
@@ -180,26 +182,30 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
           continue;
         }
       }
-      // Block for a free descriptor. free_waiters makes releases bypass the
-      // DescCaches and notify us; the fence pairs with release_desc's.
-      free_waiters.fetch_add(1, std::memory_order_seq_cst);
-      {
-        std::unique_lock lk(free_mu);
-        for (;;) {
-          // Acquire pairs with shutdown()'s store (it notifies free_cv after).
-          if (!accepting.load(std::memory_order_acquire)) break;
-          (void)free_notified.exchange(false, std::memory_order_acq_rel);  // see release_desc
-          if (free_ring.size_approx() > 0) break;
-          // Rounds of at most 1 ms (picked by hand): releases notify only
-          // once wake_free_batch descriptors are free, so a round bounds how
-          // long fewer than that can go unnoticed, and a worker goes back to
-          // helping (above).
-          auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
-          if (timed) until = std::min(until, deadline);
-          if (free_cv.wait_until(lk, until) == std::cv_status::timeout) break;
+      // Block for a free descriptor (free_ec; descriptors.cc inv 4): once,
+      // then back to the top to take it (or to help, for a worker). While we
+      // are registered, releases bypass the DescCaches and notify free_ec.
+      // A worker also wakes for work it could run (notify() notifies
+      // free_ec): the descriptors it waits for may be held by exactly that
+      // work, and no wake of inv 6 comes for it (it counts as awake).
+      const auto ready = [&] {
+        // Acquire pairs with shutdown()'s store of false (it notifies
+        // free_ec after); nothing else is read through it.
+        if (!accepting.load(std::memory_order_acquire)) return true;
+        if (free_ring.size_approx() > 0) return true;
+        return w != nullptr && work_visible(w);
+      };
+      if (!ready()) {
+        // event_count.h: register, re-check, then sleep.
+        const detail::EventCount::Key key = free_ec.prepare_wait();
+        if (ready()) {
+          free_ec.cancel_wait();
+        } else if (timed) {
+          (void)free_ec.commit_wait_until(key, deadline);  // the checks below decide
+        } else {
+          free_ec.commit_wait(key);
         }
       }
-      free_waiters.fetch_sub(1, std::memory_order_relaxed);
       if (!accepting.load(std::memory_order_acquire)) {  // as above
         failure = Status::Shutdown("the pool shut down while this submit waited for a free slot");
         ctr.bump(ctr.rejected_shutdown, ts.size() - done);
@@ -310,13 +316,18 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
                                                overflow_active.load(std::memory_order_relaxed)) &&
                started.load(std::memory_order_relaxed) >= cfg.max_threads;
       });
+  // w1's fence (in wake_needed, or the caller's) also orders our push before
+  // the loads of these waiter words (event_count.h inv 3): a blocked worker
+  // (free_ec) or a help_wait (help_ec) may be waiting for work to run.
+  free_ec.notify_all_fenced();
+  help_ec.notify_all_fenced();
   if (!wake) return;
   if (!wake_one(lane)) {
     // w3 found nobody asleep: grow towards max_threads if we can.
     // Acquire pairs with start_worker's release increment (construct.cc).
     std::size_t n = started.load(std::memory_order_acquire);
     if (n < cfg.max_threads) {
-      std::lock_guard lk(spawn_mu);
+      MutexLock lk(spawn_mu);
       n = started.load(std::memory_order_relaxed);
       // Not once join_all has set stop (it sets it under spawn_mu).
       if (n < cfg.max_threads && accepting.load(std::memory_order_relaxed) &&

@@ -11,6 +11,13 @@
 //   (3) help_wait() returns through WaitGroup::wait, which takes the group's
 //       mutex: the last done() has let go of the group before our caller can
 //       destroy it.
+//   (4) help_wait() sleeps on help_ec only while its group holds help_ec as
+//       its waker (WaitGroup::add_waker, under the group's mutex): the done()
+//       that takes the count to zero notifies it under that mutex, after its
+//       decrement (event_count.h inv 3: the decrement, notify_all's fence,
+//       the waiter word). Every publication of work notifies help_ec too
+//       (notify()). So a sleeping help_wait wakes for its group's zero and
+//       for every task it might run; it never sleeps on a timer.
 #include <algorithm>
 #include <chrono>
 
@@ -37,20 +44,28 @@ Result<TaskOutcome> Pool::Impl::wait(TaskHandle h, std::chrono::nanoseconds time
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   DescState s = d.state.load(std::memory_order_acquire);  // pairs with finish()'s release
   if (!terminal(s)) {
-    task_waiters.fetch_add(1, std::memory_order_seq_cst);  // pairs with finish()'s fence
-    std::unique_lock lk(done_mu);
+    // Sleep on done_ec until the task ends (finish() notifies it after its
+    // release store of the terminal state and its seq_cst fence), the handle
+    // goes stale, or the deadline passes. event_count.h: register, re-check,
+    // then sleep; every wake re-checks.
     auto ready = [&] {
-      s = d.state.load(std::memory_order_acquire);
+      s = d.state.load(std::memory_order_acquire);  // pairs with finish()'s release
       return terminal(s) || stale();
     };
     bool ok = true;
-    if (timeout.count() < 0) {
-      done_cv.wait(lk, ready);
-    } else {
-      ok = done_cv.wait_until(lk, deadline, ready);
+    while (!ready()) {
+      const detail::EventCount::Key key = done_ec.prepare_wait();
+      if (ready()) {
+        done_ec.cancel_wait();
+        break;
+      }
+      if (timeout.count() < 0) {
+        done_ec.commit_wait(key);
+      } else if (!done_ec.commit_wait_until(key, deadline)) {
+        ok = ready();  // timed out: one last look
+        break;
+      }
     }
-    lk.unlock();
-    task_waiters.fetch_sub(1, std::memory_order_relaxed);
     if (!ok)
       return Status::Timeout("the task did not end within the wait timeout; wait again or detach");
     if (stale()) return Status::StaleHandle("this task was already waited for or detached");
@@ -95,6 +110,16 @@ bool Pool::Impl::help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout) {
   Worker* w = worker_of(this);
   if (w == nullptr) return wg.wait(timeout);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // (inv 4) The group's last done() notifies help_ec while we are inside.
+  const bool registered = wg.add_waker(&help_ec);
+  // Ready to stop sleeping: the group is done, or there is work we could
+  // run. Blocking on the group alone deadlocked: with every worker inside a
+  // help_wait, each waiting for children the others could no longer look
+  // for, and no wake of inv 6 coming (they count as awake), the pool stood
+  // still until the timeout (found by the fuzz harness, seed 5382, 2
+  // workers). So a sleeping help_wait is woken by every publication of work
+  // too (notify() notifies help_ec), and looks again.
+  auto ready = [&] { return wg.pending() <= 0 || work_visible(w); };
   while (wg.pending() > 0) {
     const detail::Entry e = next_task(w);
     if (e != detail::kNoEntry) {
@@ -103,21 +128,31 @@ bool Pool::Impl::help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout) {
     }
     // Nothing we can run now: the rest is running elsewhere, or queued where
     // we cannot see it yet (an inject slot claimed but not yet published
-    // hides every entry behind it). Block on the group in rounds of at most
-    // 1 ms (picked by hand), looking for work between rounds. Blocking once
-    // and for good deadlocked: with every worker inside a help_wait, each
-    // waiting for children the others could no longer look for, and no wake
-    // coming (they count as awake, inv 6), the pool stood still until the
-    // timeout (found by the fuzz harness, seed 5382, 2 workers).
-    std::chrono::nanoseconds round = std::chrono::milliseconds(1);
-    if (timeout.count() >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      round = std::min(round, left);
+    // hides every entry behind it; its producer notifies once it publishes).
+    if (timeout.count() >= 0 && std::chrono::steady_clock::now() >= deadline) break;
+    // event_count.h: register, re-check, then sleep.
+    const detail::EventCount::Key key = help_ec.prepare_wait();
+    if (ready()) {
+      help_ec.cancel_wait();
+      continue;
     }
-    if (wg.wait(round)) break;
+    if (!registered) {
+      // The group already has another pool's help_wait registered (inv 4):
+      // nobody would wake us for its zero, so wait on the group itself and
+      // give up helping. Never seen in the daemon (one pool).
+      help_ec.cancel_wait();
+      if (timeout.count() < 0) return wg.wait(timeout);
+      return wg.wait(std::max(std::chrono::nanoseconds(0),
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  deadline - std::chrono::steady_clock::now())));
+    }
+    if (timeout.count() < 0) {
+      help_ec.commit_wait(key);
+    } else {
+      (void)help_ec.commit_wait_until(key, deadline);  // the loop's checks decide
+    }
   }
+  if (registered) wg.remove_waker(&help_ec);
   // Through wait(): it takes the group's mutex, so the last done() has let
   // go of the group before our caller destroys it (WaitGroup::done()).
   return wg.wait(std::chrono::nanoseconds(0));

@@ -22,10 +22,14 @@ namespace tpool {
 using detail::Worker;
 
 void Pool::Impl::watchdog_main() {
-  std::unique_lock lk(wd_mu);
+  MutexLock lk(wd_mu);
   while (!wd_stop) {
     // The real clock paces the thread; tick() judges stalls on cfg.clock.
-    if (wd_cv.wait_for(lk, cfg.watchdog_interval, [&] { return wd_stop; })) break;
+    // join_all() sets wd_stop under wd_mu and then notifies.
+    const auto until = std::chrono::steady_clock::now() + cfg.watchdog_interval;
+    while (!wd_stop && wd_cv.wait_until(lk, until) != std::cv_status::timeout) {
+    }
+    if (wd_stop) break;
     lk.unlock();
     tick();
     lk.lock();
@@ -73,7 +77,7 @@ bool Pool::Impl::lane_has_queued(Lane lane) const noexcept {
 // worker, wake one sleeping worker per lane with queued work, and tell idle
 // overflow workers to retire.
 void Pool::Impl::tick() {
-  std::lock_guard lk(spawn_mu);  // serialises with spawn, shutdown's joins
+  MutexLock lk(spawn_mu);  // serialises with spawn, shutdown's joins
   // stop: join_all is joining the threads without spawn_mu (see there).
   if (joined || stop.load(std::memory_order_relaxed)) return;
   // Reap: join overflow workers that exited since the last tick.
@@ -128,7 +132,7 @@ void Pool::Impl::tick() {
     }
     if (++w.wd_idle_ticks > 2) {
       {
-        std::lock_guard plk(w.park_mu);
+        MutexLock plk(w.park_mu);
         // Release pairs with the worker's acquire in exiting() (worker.cc
         // idle()); park_mu orders it before the parked worker's check too.
         w.retire.store(true, std::memory_order_release);

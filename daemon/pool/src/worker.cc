@@ -12,6 +12,14 @@
 //   (4) A worker sleeps only through idle() (sleep_wake.h c1..c3) and exits
 //       only through Wake::leave(), so it is counted in awake[] exactly
 //       while it runs (inv 6).
+//   (5) shutdown() sleeps on idle_ec until accepted == finished. finish()
+//       does not notify it (a fence per task); instead every worker notifies
+//       idle_ec after the seq_cst fence of its sleep transition (c2) before
+//       it parks, and after leave()'s fence before it exits. A worker that
+//       ended the last task finds no work, so it reaches one of the two with
+//       its counts before the fence; a thread that is no worker and ends a
+//       task (submit_one's take-back, shutdown's own cancel scan) notifies
+//       itself, or is the waiter.
 #include <algorithm>
 #include <bit>
 #include <exception>
@@ -256,19 +264,21 @@ void Pool::Impl::finish(Worker* w, std::uint32_t idx, DescState outcome) {
       // (inv 1) acq_rel: races detach()'s and wait()'s CAS for the one free.
       release =
           d.state.compare_exchange_strong(expect, DescState::kFree, std::memory_order_acq_rel);
-    } else if (task_waiters.load(std::memory_order_relaxed) != 0) {
-      std::lock_guard lk(done_mu);
-      done_cv.notify_all();
+    } else {
+      // A wait() may sleep on done_ec for this state: the fence above also
+      // orders our store of it before the load of the waiter word
+      // (event_count.h inv 3). Nobody waiting: one load.
+      done_ec.notify_all_fenced();
     }
   } else {
     d.state.store(DescState::kFree, std::memory_order_relaxed);
   }
   if (release) recycle(idx, ctr);  // (inv 1) ours to free: not waitable, or detached and won
   if (wg != nullptr) wg->done();
-  if (!accepting.load(std::memory_order_relaxed)) {  // shutdown waits for the count
-    std::lock_guard lk(idle_mu);
-    idle_cv.notify_all();
-  }
+  // No notify of idle_ec here (shutdown waits for the counts above): that
+  // would take a fence per task. The worker notifies it in its sleep
+  // transition or its exit, after their fences (idle(), worker_main); a
+  // thread that is no worker notifies after finish() itself (inv 5).
 }
 
 // Any queue this worker may drain non-empty? Looks at every queue, not the
@@ -310,7 +320,15 @@ bool Pool::Impl::idle(Worker* w) {
         return stop.load(std::memory_order_acquire) ||
                (w->overflow && w->retire.load(std::memory_order_acquire));
       },
-      [&] { return work_visible(w); }, [&] { w->counters.bump(w->counters.parks); });
+      [&] { return work_visible(w); },
+      [&] {
+        w->counters.bump(w->counters.parks);
+        // (inv 5) About to park, after c2's seq_cst fence: our counts of
+        // every task we ended come before it, so this is the notifier's
+        // fence of idle_ec too (event_count.h inv 3). One load unless
+        // shutdown() waits.
+        idle_ec.notify_all_fenced();
+      });
 }
 
 void Pool::Impl::worker_main(Worker* w) {
@@ -348,6 +366,8 @@ void Pool::Impl::worker_main(Worker* w) {
       if (w->drains[l]) (void)wake_one(static_cast<Lane>(l));
     }
   }
+  // (inv 5) Leaving for good, after leave()'s seq_cst fence: as before a park.
+  idle_ec.notify_all_fenced();
   // Retiring overflow workers and stopping workers hand back their cached
   // descriptors (drain-on-release, seed: DescCache).
   return_cached(w->own.cache);

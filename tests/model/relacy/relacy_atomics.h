@@ -184,7 +184,7 @@ struct RelacyAtomics {
 
 namespace tpool::model {
 
-// sleep_wake.h's mutex/condition-variable policy mapped onto Relacy's, so the
+// The mutex/condition-variable policy (tpool/pool/sync.h) mapped onto Relacy's, so the
 // model sees every blocking step (and reports a deadlock when every thread
 // waits on a condition variable nobody will notify).
 struct RelacySync {
@@ -202,6 +202,9 @@ struct RelacySync {
   }
   static void notify_one(CondVar& cv, std::source_location loc = std::source_location::current()) {
     cv.notify_one(info(loc));
+  }
+  static void notify_all(CondVar& cv, std::source_location loc = std::source_location::current()) {
+    cv.notify_all(info(loc));
   }
 };
 

@@ -16,20 +16,27 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
 #include "tpool/common/lane.h"
+#include "tpool/common/mutex.h"
 #include "tpool/common/status.h"
 #include "tpool/pool/histogram.h"
 
 namespace tpool {
+
+namespace detail {  // tpool/pool/event_count.h
+struct StdAtomics;
+struct StdSync;
+template <class Atomics, class Sync>
+class BasicEventCount;
+using EventCount = BasicEventCount<StdAtomics, StdSync>;
+}  // namespace detail
 
 using TaskFn = void (*)(void* ctx);
 
@@ -87,9 +94,18 @@ class WaitGroup {
   std::int64_t pending() const noexcept { return pending_.load(std::memory_order_acquire); }
 
  private:
+  friend class Pool;  // Pool::help_wait registers its event count (add_waker)
+  // help_wait: the done() that takes the count to zero also notifies `ec`
+  // (under mu_, after its decrement). One pool's event count at a time:
+  // false if another is registered. Every true is matched by remove_waker.
+  bool add_waker(detail::EventCount* ec) noexcept;
+  void remove_waker(detail::EventCount* ec) noexcept;
+
   std::atomic<std::int64_t> pending_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;  // the last done() and every wait() (config.cc inv 2)
+  CondVar cv_;
+  detail::EventCount* waker_ GUARDED_BY(mu_) = nullptr;
+  std::uint32_t waker_refs_ GUARDED_BY(mu_) = 0;  // help_waits registered with waker_
 };
 
 // The watchdog's time source, injected so tests drive it without sleeping.
@@ -230,6 +246,14 @@ struct PoolStats {
   std::uint64_t overflow_retired = 0;
   std::size_t overflow_active = 0;
   std::size_t overflow_max = 0;
+  // Threads parked (or about to park) on the pool's event counts: submits
+  // waiting for a free descriptor (Backpressure::kBlock), wait() and
+  // help_wait() calls waiting for their task or group, shutdown() waiting
+  // for the accepted tasks to end.
+  std::size_t blocked_submits = 0;
+  std::size_t blocked_waits = 0;
+  std::size_t blocked_help_waits = 0;
+  std::size_t blocked_shutdowns = 0;
   bool timestamps_enabled = true;  // false: built with TPOOL_TIMESTAMPS=disabled
   LaneStats lanes[kLaneCount];
 };
@@ -283,8 +307,8 @@ class Pool {
 
   // Wait for wg to reach zero. On a worker of this pool, runs other tasks
   // meanwhile (help-first join), so a task can fan out and wait for its
-  // children without starving the pool; with nothing to run it blocks in
-  // rounds of at most 1 ms, looking for work between them. False on timeout.
+  // children without starving the pool; with nothing to run it sleeps until
+  // work it could run is published or wg reaches zero. False on timeout.
   bool help_wait(WaitGroup& wg, std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1));
 
   Result<SubmitterSlot> register_submitter();

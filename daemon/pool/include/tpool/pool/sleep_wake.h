@@ -14,7 +14,7 @@
 // worker type W must have:
 //   Atomics::Atomic<SleepState> sleep;   kRunning or kSleeping
 //   Atomics::Atomic<bool> parked;        inside the wait (statistics only)
-//   Sync::Mutex park_mu; Sync::CondVar park_cv;
+//   Sync::Mutex park_mu; Sync::CondVar park_cv;   (inv 4; guards no member)
 //   bool drains[L];                      lanes it takes work from, fixed at start
 // and the pool keeps Atomics::Atomic<std::int64_t> awake[L].
 //
@@ -43,12 +43,11 @@
 // them.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
 #include "tpool/pool/atomics.h"
+#include "tpool/pool/sync.h"
 
 #if defined(TPOOL_SLEEP_WAKE_MUTANT_NO_C2_FENCE) || \
     defined(TPOOL_SLEEP_WAKE_MUTANT_NO_W1_FENCE) || defined(TPOOL_SLEEP_WAKE_MUTANT_RECHECK_FIRST)
@@ -62,22 +61,6 @@ namespace tpool::detail {
 enum class SleepState : std::uint32_t {
   kRunning,   // counted in awake[] (inv 2); looking for or running work
   kSleeping,  // published at c1: between c1 and the end of its wait
-};
-
-// Mutex and condition variable of the pool: std::mutex and
-// std::condition_variable. wait() is called with the mutex held, as the
-// worker holds it across its check of `sleep` (inv 4).
-struct StdSync {
-  using Mutex = std::mutex;
-  using CondVar = std::condition_variable;
-  static void lock(Mutex& m) { m.lock(); }
-  static void unlock(Mutex& m) noexcept { m.unlock(); }
-  static void wait(CondVar& cv, Mutex& m) {
-    std::unique_lock<std::mutex> lk(m, std::adopt_lock);
-    cv.wait(lk);
-    (void)lk.release();  // still held: the caller unlocks
-  }
-  static void notify_one(CondVar& cv) noexcept { cv.notify_one(); }
 };
 
 template <class Atomics = StdAtomics, class Sync = StdSync>

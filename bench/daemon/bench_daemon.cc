@@ -1,25 +1,45 @@
 // tpoold vs raw gRPC on the same machine, same build, same run
 // (docs/benchmarks.md, "Daemon"). Not a test: nothing here asserts a speed.
 //
-// Two servers, each its own process on 127.0.0.1: the raw echo (this binary
-// re-executed with --serve-raw, raw_echo.cc) and tpoold with the example
-// plugins. Every case sends the same JobService messages with an 8-byte
-// payload to the `echo` handler (or to the raw echo's equivalent):
+// Three servers, each its own process on 127.0.0.1: the raw echo (this binary
+// re-executed with --serve-raw, raw_echo.cc), tpoold with the example plugins
+// (plaintext, no auth: `tpoold`) and a second tpoold, same binary and flags,
+// with TLS and auth on (`tpoold_tls`, issue 16): certificates from
+// scripts/gen-test-certs.sh and a token file with one token made at run time
+// in the run's temporary directory; its client channel trusts the test CA and
+// sends the token as `authorization: Bearer` metadata on every call, as
+// tpool::client does (ClientOptions::bearer_token). Every case sends the same
+// JobService messages with an 8-byte payload to the `echo` handler (or to the
+// raw echo's equivalent):
 //   Unary/<server>/<in flight>      Execute, 1, 64 or 1000 calls outstanding
+//                                   (tpoold_tls: 1 and 64)
 //   Stream/<server>/<jobs per msg>  one bidi call, 1, 100 or 1000 jobs per message
+//                                   (tpoold_tls: 1000)
 //   SubmitBatch/tpoold/1000         1000 Submits per call (results retained)
-// --benchmark_filter selects cases. TPOOL_BENCH_TPOOLD_PREFIX (environment)
-// runs tpoold under a wrapper, split at spaces, e.g.
+// Cases are registered case by case, each server's one after the other
+// (Unary/raw/1, Unary/tpoold/1, Unary/tpoold_tls/1, Unary/raw/64, ...), so
+// the ones compared run close together in time.
+// --benchmark_filter selects cases; TPOOL_BENCH_TLS=0 (environment) leaves
+// the TLS tpoold out (not started, its cases not registered). A server that
+// does not start or refuses a first call is reported on stderr and its cases
+// are not registered. TPOOL_BENCH_TPOOLD_PREFIX (environment) runs the
+// plaintext tpoold under a wrapper, split at spaces, e.g.
 // "/usr/bin/valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out";
+// TPOOL_BENCH_TPOOLD_TLS_PREFIX does the same for the TLS tpoold;
 // TPOOL_BENCH_TPOOLD names another tpoold binary (an older build, to compare
 // two builds in one run of the same client).
 // Counters: items_per_second (jobs/s), p50_us/p99_us (per job: call latency
 // for unary, write-to-result for streams).
+// Before any gRPC header (tpool/common/thread_annotations.h).
+#include "tpool/security/token_store.h"
+//
+
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +49,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -40,15 +61,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// How the client reaches a server: plaintext, or TLS with `creds` and a
+// bearer token sent with every call.
+struct ClientSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  std::string bearer_token;  // empty: none
+};
+
 class Server {
  public:
-  Server(std::vector<std::string> args, const std::string& port_file) : port_file_(port_file) {
+  // The server's stderr goes to `log_file` (shown if it does not start).
+  Server(std::string name, std::vector<std::string> args, const std::string& port_file,
+         const std::string& log_file, ClientSecurity security = {})
+      : name_(std::move(name)), port_file_(port_file) {
+    if (!security.bearer_token.empty()) authorization_ = "Bearer " + security.bearer_token;
     std::filesystem::remove(port_file_);
     pid_ = fork();
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      int null = open("/dev/null", O_WRONLY);
-      dup2(null, 2);
+      int log = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(log, 2);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -57,40 +96,106 @@ class Server {
     }
     auto deadline = Clock::now() + std::chrono::seconds(120);  // valgrind starts slowly
     int port = 0;
+    int st = 0;
     while (Clock::now() < deadline && port == 0) {
       std::ifstream(port_file_) >> port;
-      if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (port != 0) break;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;  // exited (refused its config, or an older binary)
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (port == 0) {
+      problem_ = "did not start; its stderr:\n" + read_file(log_file);
+      return;
     }
     grpc::ChannelArguments ch;
     ch.SetMaxReceiveMessageSize(64 << 20);
     ch.SetMaxSendMessageSize(64 << 20);
     channel_ = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
-                                         grpc::InsecureChannelCredentials(), ch);
+                                         std::move(security.creds), ch);
     stub_ = tpool::v1::JobService::NewStub(channel_);
+    // Connect (TLS: handshake) and make one call before any case is timed.
+    grpc::ClientContext ctx;
+    prepare(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    tpool::v1::JobRequest req;
+    req.set_handler("echo");
+    tpool::v1::JobResult resp;
+    grpc::Status probe = stub_->Execute(&ctx, req, &resp);
+    if (!probe.ok()) {
+      problem_ = "refused the first call: " + std::to_string(probe.error_code()) + " " +
+                 probe.error_message();
+    }
   }
   ~Server() {
-    kill(pid_, SIGTERM);
-    int st = 0;
-    waitpid(pid_, &st, 0);
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+    }
     std::filesystem::remove(port_file_);
   }
+  const std::string& name() const { return name_; }
+  // Empty if the server answered its first call; else why not.
+  const std::string& problem() const { return problem_; }
   tpool::v1::JobService::Stub& stub() { return *stub_; }
+  // Every call's context goes through here (the token, if any).
+  void prepare(grpc::ClientContext& ctx) const {
+    if (!authorization_.empty()) ctx.AddMetadata("authorization", authorization_);
+  }
 
  private:
+  std::string name_;
   std::string port_file_;
+  std::string authorization_;
+  std::string problem_;
   pid_t pid_ = -1;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tpool::v1::JobService::Stub> stub_;
 };
 
 std::string self_exe;
-std::unique_ptr<Server> raw, tpoold;
+std::unique_ptr<Server> raw, tpoold, tpoold_tls;
+enum Which { kRaw = 0, kTpoold = 1, kTpooldTls = 2 };
 
 Server& server(int which) {
-  return which == 0 ? *raw : *tpoold;
+  return which == kRaw ? *raw : which == kTpoold ? *tpoold : *tpoold_tls;
 }
-const char* kNames[] = {"raw", "tpoold"};
 const std::string kPayload = "12345678";
+
+// The TLS tpoold's material in `dir`: gen-test-certs.sh's CA and server
+// certificate, and a token file with one token for principal "bench" with the
+// submit and read roles (what a job client holds), made like `tpoolctl token
+// create` does. Returns the token, or "" (and says why on stderr).
+std::string make_tls_material(const std::string& dir) {
+  const std::string cmd =
+      "'" TPOOL_GEN_TEST_CERTS "' '" + dir + "/tls' > '" + dir + "/gen-certs.log' 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::cerr << "bench_daemon: " << TPOOL_GEN_TEST_CERTS << " failed:\n"
+              << read_file(dir + "/gen-certs.log");
+    return "";
+  }
+  tpool::security::RoleSet roles;
+  roles.add(tpool::security::Role::kSubmit);
+  roles.add(tpool::security::Role::kRead);
+  auto t = tpool::security::make_token_line("bench", roles, {});
+  if (!t.ok()) {
+    std::cerr << "bench_daemon: no token: " << t.status().message() << "\n";
+    return "";
+  }
+  {
+    std::ofstream f(dir + "/tls/tokens");
+    f << t.value().line << "\n";
+  }
+  chmod((dir + "/tls/tokens").c_str(), 0600);
+  std::ofstream c(dir + "/tls/tpoold.toml");
+  c << "[server]\nadmin_listen = \"none\"\n[tls]\ncert_file = \"" << dir
+    << "/tls/server.pem\"\nkey_file = \"" << dir << "/tls/server.key\"\n[auth]\ntoken_file = \""
+    << dir << "/tls/tokens\"\n";
+  return t.value().token;
+}
 
 tpool::v1::JobRequest request(std::uint64_t tag) {
   tpool::v1::JobRequest r;
@@ -127,6 +232,7 @@ void Unary(benchmark::State& state) {
     };
     std::function<void()> issue = [&] {
       auto* c = new Call;
+      s.prepare(c->ctx);
       c->start = Clock::now();
       s.stub().async()->Execute(&c->ctx, &c->req, &c->resp, [&, c](grpc::Status st) {
         double us = std::chrono::duration<double, std::micro>(Clock::now() - c->start).count();
@@ -171,6 +277,7 @@ void Stream(benchmark::State& state) {
   for (auto _ : state) {
     std::vector<std::atomic<std::int64_t>> sent(msgs);
     grpc::ClientContext ctx;
+    s.prepare(ctx);
     auto stream = s.stub().Stream(&ctx);
     std::thread writer([&] {
       tpool::v1::JobBatch b;
@@ -240,47 +347,87 @@ int main(int argc, char** argv) {
       std::filesystem::temp_directory_path() / ("tpool-bench-daemon-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   raw = std::make_unique<Server>(
-      std::vector<std::string>{self_exe, "--serve-raw", dir + "/raw.port"}, dir + "/raw.port");
-  std::vector<std::string> tpoold_args;
-  if (const char* prefix = std::getenv("TPOOL_BENCH_TPOOLD_PREFIX")) {
-    std::istringstream words(prefix);
-    for (std::string w; words >> w;) tpoold_args.push_back(w);
-  }
-  const char* bin = std::getenv("TPOOL_BENCH_TPOOLD");
-  tpoold_args.emplace_back(bin != nullptr ? bin : TPOOLD_BIN);
-  for (const char* a : {"--listen", "127.0.0.1:0", "--port-file"}) {
-    tpoold_args.emplace_back(a);
-  }
-  tpoold_args.push_back(dir + "/tpoold.port");
-  for (const char* a : {"--plugin-dir", TPOOL_PLUGIN_DIR, "--log-level", "warn", "--metrics-listen",
-                        "127.0.0.1:0"}) {
-    tpoold_args.emplace_back(a);
-  }
-  tpoold = std::make_unique<Server>(std::move(tpoold_args), dir + "/tpoold.port");
-  for (int s : {0, 1}) {
-    for (int k : {1, 64, 1000}) {
-      benchmark::RegisterBenchmark(
-          ("Unary/" + std::string(kNames[s]) + "/" + std::to_string(k)).c_str(), Unary)
-          ->Args({s, k})
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+      "raw", std::vector<std::string>{self_exe, "--serve-raw", dir + "/raw.port"},
+      dir + "/raw.port", "/dev/null");
+  // Both tpoolds: the same binary (TPOOL_BENCH_TPOOLD) and flags; the TLS one
+  // adds a config file with [tls], [auth] and no admin listener (the
+  // plaintext one keeps the default admin socket, which two daemons cannot
+  // share). Each has its own wrapper variable, so that two profilers never
+  // write the same output file.
+  auto tpoold_args = [&](const std::string& name, const char* prefix_env,
+                         const std::string& config) {
+    std::vector<std::string> args;
+    if (const char* prefix = std::getenv(prefix_env)) {
+      std::istringstream words(prefix);
+      for (std::string w; words >> w;) args.push_back(w);
     }
-    for (int b : {1, 100, 1000}) {
-      benchmark::RegisterBenchmark(
-          ("Stream/" + std::string(kNames[s]) + "/" + std::to_string(b)).c_str(), Stream)
-          ->Args({s, b})
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+    const char* bin = std::getenv("TPOOL_BENCH_TPOOLD");
+    args.emplace_back(bin != nullptr ? bin : TPOOLD_BIN);
+    if (!config.empty()) {
+      args.emplace_back("--config");
+      args.push_back(config);
+    }
+    for (const char* a : {"--listen", "127.0.0.1:0", "--port-file"}) args.emplace_back(a);
+    args.push_back(dir + "/" + name + ".port");
+    for (const char* a : {"--plugin-dir", TPOOL_PLUGIN_DIR, "--log-level", "warn",
+                          "--metrics-listen", "127.0.0.1:0"}) {
+      args.emplace_back(a);
+    }
+    return args;
+  };
+  tpoold =
+      std::make_unique<Server>("tpoold", tpoold_args("tpoold", "TPOOL_BENCH_TPOOLD_PREFIX", ""),
+                               dir + "/tpoold.port", dir + "/tpoold.log");
+  const char* tls_env = std::getenv("TPOOL_BENCH_TLS");
+  const bool tls = tls_env == nullptr || std::string(tls_env) != "0";
+  std::string token = tls ? make_tls_material(dir) : "";
+  if (!token.empty()) {
+    ClientSecurity security;
+    security.bearer_token = std::move(token);
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = read_file(dir + "/tls/ca.pem");
+    security.creds = grpc::SslCredentials(ssl);
+    tpoold_tls = std::make_unique<Server>(
+        "tpoold_tls",
+        tpoold_args("tpoold_tls", "TPOOL_BENCH_TPOOLD_TLS_PREFIX", dir + "/tls/tpoold.toml"),
+        dir + "/tpoold_tls.port", dir + "/tpoold_tls.log", std::move(security));
+  }
+  for (Server* s : {raw.get(), tpoold.get(), tpoold_tls.get()}) {
+    if (s != nullptr && !s->problem().empty()) {
+      std::cerr << "bench_daemon: " << s->name() << " " << s->problem() << "\n";
     }
   }
-  benchmark::RegisterBenchmark("SubmitBatch/tpoold/1000", SubmitBatch)
-      ->Arg(1000)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  const std::vector<int> servers =
+      tpoold_tls ? std::vector<int>{kRaw, kTpoold, kTpooldTls} : std::vector<int>{kRaw, kTpoold};
+  auto add = [&](const char* kind, void (*fn)(benchmark::State&), int s, int k) {
+    if (!server(s).problem().empty()) return;  // says so above; its cases are left out
+    benchmark::RegisterBenchmark(
+        (std::string(kind) + "/" + server(s).name() + "/" + std::to_string(k)).c_str(), fn)
+        ->Args({s, k})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  };
+  for (int k : {1, 64, 1000}) {
+    for (int s : servers) {
+      if (s != kTpooldTls || k != 1000) add("Unary", Unary, s, k);
+    }
+  }
+  for (int b : {1, 100, 1000}) {
+    for (int s : servers) {
+      if (s != kTpooldTls || b == 1000) add("Stream", Stream, s, b);
+    }
+  }
+  if (tpoold->problem().empty()) {
+    benchmark::RegisterBenchmark("SubmitBatch/tpoold/1000", SubmitBatch)
+        ->Arg(1000)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   raw.reset();
   tpoold.reset();
+  tpoold_tls.reset();
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -34,7 +34,7 @@ printf '[metrics]\nenabled = false\n' >"$work/tpoold.toml"
 addrs=()
 for i in 0 1 2; do
   "$tpoold" --config "$work/tpoold.toml" --plugin-dir "$plugins" --listen 127.0.0.1:0 \
-    --port-file "$work/port$i" --replica-id "replica-$i" --log-level warn >"$work/log$i" 2>&1 &
+    --port-file "$work/port$i" --admin-listen "unix:$work/admin$i.sock" --replica-id "replica-$i" --log-level warn >"$work/log$i" 2>&1 &
   pids+=($!)
 done
 for i in 0 1 2; do

@@ -14,7 +14,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-printf '[metrics]\nenabled = false\n' >"$work/tpoold.toml"
+printf '[server]\nadmin_listen = "unix:%s/admin.sock"\n[metrics]\nenabled = false\n' "$work" >"$work/tpoold.toml"
 "$tpoold" --config "$work/tpoold.toml" --listen 127.0.0.1:0 --port-file "$work/port" \
   --plugin-dir "$plugins" >"$work/log" 2>&1 &
 pid=$!

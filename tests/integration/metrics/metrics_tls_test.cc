@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "daemon_process.h"
 #include "https_get.h"
@@ -120,12 +122,20 @@ TEST(MetricsTls, RealPrometheusScrapesOverTlsWithBasicAuth) {
   ASSERT_TRUE(eventually([&] { return http_get(prom_port, "/-/ready").status == 200; }))
       << prom.log();
 
+  // [tls] serves the job port too: the jobs go over TLS with the test CA.
+  grpc::SslCredentialsOptions tls;
+  std::ostringstream ca;
+  ca << std::ifstream(dir.file("certs/ca.pem")).rdbuf();
+  tls.pem_root_certs = ca.str();
+  auto jobs = tpool::v1::JobService::NewStub(
+      grpc::CreateChannel(m.daemon.address(), grpc::SslCredentials(tls)));
   constexpr int kJobs = 41;
   for (int i = 0; i < kJobs; ++i) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     tpool::v1::JobResult r;
-    ASSERT_TRUE(m.daemon.jobs().Execute(&ctx, job("echo", "x"), &r).ok());
+    grpc::Status s = jobs->Execute(&ctx, job("echo", "x"), &r);
+    ASSERT_TRUE(s.ok()) << s.error_message();
   }
   // The scrape target's health and a count only the daemon knows, through
   // PromQL: up = 1 and the job count are there only if the TLS + basic auth

@@ -12,8 +12,11 @@
 #   closure dpkg-shlibdeps turns into the package's Depends;
 # - CA certificates (TLS to the daemon's peers), passwd/group with the
 #   daemon's user (uid/gid 10001, as deploy/k8s runs it), nsswitch.conf, /tmp;
-# - /etc/tpoold/container.toml (deploy/container/tpoold.toml) and
-#   /run/tpoold (0700, uid 10001) for the admin socket.
+# - /etc/tpoold/container.toml (deploy/container/tpoold.toml), the empty
+#   mount points it reads Secrets and plugins from (/etc/tpoold/tls, auth,
+#   plugins.d: present in the image, so a read-only root stays unchanged
+#   when they are mounted), and /run/tpoold (0700, uid 10001) for the admin
+#   socket.
 # Then it runs `tpoold --version` and `tpoolctl --version` chrooted into
 # ROOTFS, so a missing library fails the build, not the container.
 set -euo pipefail
@@ -75,6 +78,9 @@ GROUP
 echo 'hosts: files dns' >"$root/etc/nsswitch.conf"
 # The container's config (the Dockerfile's CMD): TLS, tokens, the admin socket.
 install -m 0644 "$(dirname "$0")/tpoold.toml" "$root/etc/tpoold/container.toml"
+# Where the Secrets (tls.crt/tls.key/ca.crt, tokens) and the operator's
+# plugins are mounted: empty here, root's and read-only to the daemon.
+install -d -m 0755 "$root/etc/tpoold/tls" "$root/etc/tpoold/auth" "$root/etc/tpoold/plugins.d"
 # The admin socket's directory: the daemon's alone (mount a tmpfs over it when
 # the root is read-only; Kubernetes mounts an emptyDir).
 mkdir -p "$root/run/tpoold"

@@ -147,8 +147,8 @@ def main():
             f"cancel_grace_ms ({stop_s}s) + {STOP_MARGIN_S}s")
     pre = ctr.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
     admin = get("server.admin_listen")
-    c.check(pre == ["tpoolctl", "--address", admin, "drain"],
-            f"preStop is {pre}, not `tpoolctl --address {admin} drain` (the admin socket)")
+    c.check(pre == ["tpoolctl", "--admin-address", admin, "drain"],
+            f"preStop is {pre}, not `tpoolctl --admin-address {admin} drain` (the admin socket; --address is the job port)")
     sc = ctr.get("securityContext", {})
     psc = spec.get("securityContext", {})
     c.check(sc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem is not true")

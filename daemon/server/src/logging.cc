@@ -82,8 +82,8 @@ class JsonFormatter final : public spdlog::formatter {
 // fuzz_job_request). FATAL stays critical.
 void protobuf_log(google::protobuf::LogLevel level, const char* file, int line,
                   const std::string& message) {
-  const auto lv = level == google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical
-                                                            : spdlog::level::debug;
+  const auto lv =
+      level == google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical : spdlog::level::debug;
   spdlog::log(lv, "protobuf ({}:{}): {}", file, line, message);
 }
 

@@ -49,10 +49,15 @@
 //  (A6) A retained job is put in the store before the pool has it (its task
 //       can end at once, and ResultStore::ended needs it stored), and is
 //       removed only when the pool refused it.
+//  (A7) A delayed item (JobSpec::delay > 0) skips steps 3 and 5: it is built
+//       SCHEDULED and handed to the scheduler (Admission::schedule_item),
+//       which admits it when it is due (scheduler.h). Its refusal for room
+//       is max_scheduled_jobs, with its own sentence (scheduled_full_error).
 #include <algorithm>
 #include <functional>
 
 #include "job_task.h"
+#include "scheduler.h"
 #include "tpool/engine/engine.h"
 
 namespace tpool::engine {
@@ -158,6 +163,29 @@ struct Engine::Admission {
     return true;
   }
 
+  // Steps 3-6 for a delayed item (spec.delay > 0): it holds no in-flight
+  // slot while it waits; the scheduler (scheduler.h) admits it when it is
+  // due. Bounded by max_scheduled_jobs instead (A7).
+  void schedule_item(std::size_t i) {
+    if (e.scheduler_->size() >= e.limits_.max_scheduled_jobs) {
+      refuse(i, e.rejected_full_, e.scheduled_full_error());
+      if (stop_when_full && !stopped()) stop = std::min(stop, i);  // (A1) its spec is intact
+      return;
+    }
+    const auto delay = specs[i].delay;
+    std::shared_ptr<Job> j = e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters,
+                                        group_cancel, done, user);
+    j->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
+    if (j->retained_) e.store_->put(j);                                // (A6)
+    if (!e.scheduler_->add(j, e.now() + delay)) {                     // (K4) draining
+      if (j->retained_) e.store_->remove(*j);
+      refuse(i, e.rejected_draining_, draining_error());
+      return;
+    }
+    j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
+    out[i] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
+  }
+
   // Step 4.
   void add_to_run(std::size_t i) {
     run_lane = item_lane;
@@ -237,13 +265,20 @@ struct Engine::Admission {
           submit_run();
           if (stopped()) break;
         }
-        if (admit(i)) add_to_run(i);
+        if (specs[i].delay.count() > 0) {
+          schedule_item(i);
+        } else if (admit(i)) {
+          add_to_run(i);
+        }
         continue;
       }
       submit_run();  // (A5) the run before a keyed item goes first
       if (stopped()) break;
       MutexLock lock(e.keyed_mu_);
-      if (dedupe(i) && admit(i)) {
+      if (!dedupe(i)) continue;
+      if (specs[i].delay.count() > 0) {
+        schedule_item(i);
+      } else if (admit(i)) {
         add_to_run(i);
         submit_run();
       }
@@ -289,6 +324,23 @@ std::optional<Error> Engine::validate(const JobSpec& spec) const {
         ErrorCode::kInvalidArgument,
         "the request has " + std::to_string(spec.labels.size()) + " labels; use at most 32"};
   }
+  if (spec.max_attempts < 1 || spec.max_attempts > limits_.max_attempts) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "max_attempts is " + std::to_string(spec.max_attempts) + "; use 1 to " +
+                     std::to_string(limits_.max_attempts) + " (0 in a request means the default)"};
+  }
+  if (spec.backoff_cap.count() != 0 && spec.backoff_cap < spec.backoff_base) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "backoff_cap_ms (" + std::to_string(spec.backoff_cap.count()) +
+                     ") is below backoff_base_ms (" + std::to_string(spec.backoff_base.count()) +
+                     "); make the cap at least the base, or 0 for no cap"};
+  }
+  if (spec.delay.count() < 0 || spec.delay > limits_.max_delay) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "the job is delayed by " + std::to_string(spec.delay.count()) +
+                     " ms; use at most " + std::to_string(limits_.max_delay.count()) +
+                     " ms (30 days)"};
+  }
   for (const auto& [k, v] : spec.labels) {
     if (k.size() > 256 || v.size() > 256) {
       return Error{ErrorCode::kInvalidArgument,
@@ -321,6 +373,14 @@ Error Engine::inflight_error() const {
               " jobs are in flight (server.max_inflight_jobs); retry after the hinted delay or "
               "raise the limit",
           std::chrono::milliseconds(50)};
+}
+
+Error Engine::scheduled_full_error() const {
+  return {ErrorCode::kExhausted,
+          std::to_string(limits_.max_scheduled_jobs) +
+              " delayed jobs are waiting already (the engine's max_scheduled_jobs); retry later "
+              "or delay fewer jobs",
+          std::chrono::milliseconds(1000)};
 }
 
 Error Engine::pool_refused(const Status& st) {

@@ -24,6 +24,14 @@
 //       a handler still inside cancel_grace after its job was told to stop
 //       is counted once in ignored_cancellation. A queued job is not in the
 //       set: it ends when the pool dequeues it (its token) or cancels it.
+//  (E6) Retries (scheduler.h): a worker whose attempt failed retryably with
+//       attempts left moves the job RUNNING -> SCHEDULED (Job::reschedule,
+//       under the job's mu_ like every finisher, so the deadline thread's
+//       end of the job and the reschedule exclude each other), leaves the
+//       running set, then hands the job to the scheduler; the task then
+//       ends and gives back its in-flight slot (E1). The next attempt takes
+//       a slot again when it is due (queue_scheduled). The waiters stay
+//       registered: a job reports once, when it is final.
 //  (E5) A job that never started ends with one of two sentences, whichever
 //       path ended it (the pool's on_cancel, the worker's check before the
 //       handler, Job::cancel): Job::unstarted_message.
@@ -35,6 +43,7 @@
 #include <random>
 
 #include "job_task.h"
+#include "scheduler.h"
 #include "tpool/engine/thread_job.h"
 
 namespace tpool::engine {
@@ -52,9 +61,13 @@ struct JobTask {
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
       job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                             std::memory_order_relaxed);
-      e.enter_running(self);  // (E4)
-      execute(job);
+      job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
+      e.enter_running(self);                                  // (E4)
+      const bool again = execute(job);
       e.leave_running(job);
+      // (E6) Handed to the scheduler only after leaving the running set, so
+      // the next attempt (on any worker) never shares it with this one.
+      if (again) e.schedule_retry(self);
     }  // else: cancelled while queued, already final (inv 1)
     release(e);
   }
@@ -75,10 +88,11 @@ struct JobTask {
                job.unstarted_message(deadline));
   }
 
-  static void execute(Job& job) {
+  // Runs one attempt; true when the job was rescheduled for another (E6).
+  static bool execute(Job& job) {
     if (job.is_cancelled()) {  // after the pool's check: the group flag, cancel_all, a race
       end_unstarted(job, JobState::kRunning);
-      return;
+      return false;
     }
     InvokeResult r;
     try {
@@ -87,6 +101,16 @@ struct JobTask {
     } catch (const std::exception& ex) {  // bad_alloc building the result
       r.code = JobCode::kInternal;
       r.message = std::string("the daemon failed while running the handler: ") + ex.what();
+    }
+    const std::uint32_t attempt = job.attempts();
+    const bool may_retry = job.spec_.max_attempts > 1;
+    if (!r.ok() && may_retry && r.message.empty()) r.message = failure_sentence(job, r);
+    // (E6) A retryable failure with attempts left, not cancelled, not past
+    // its deadline, not draining: the job waits for its next attempt.
+    if (!r.ok() && may_retry && plugin_host::is_retryable(r.code) &&
+        attempt < job.spec_.max_attempts && !job.is_cancelled() && !job.deadline_passed() &&
+        !job.engine_.draining()) {
+      return job.reschedule("attempt " + std::to_string(attempt) + ": " + r.message);
     }
     std::string{}.swap(job.spec_.payload);  // the input is no longer needed
     JobState to = JobState::kSucceeded;
@@ -101,14 +125,32 @@ struct JobTask {
       } else {
         to = JobState::kFailed;
       }
-      if (r.message.empty()) {
-        r.message = "handler " + job.spec_.handler + " failed with " +
-                    std::string(plugin_host::to_string(r.code)) +
-                    (r.plugin_status != 0 ? " (status " + std::to_string(r.plugin_status) + ")"
-                                          : std::string());
+      if (r.message.empty()) r.message = failure_sentence(job, r);
+      if (may_retry) {
+        // Every attempt's outcome is kept; the final message says how many ran.
+        {
+          MutexLock lock(job.mu_);
+          job.attempt_messages_.push_back("attempt " + std::to_string(attempt) + ": " +
+                                          r.message);
+        }
+        const char* why = attempt >= job.spec_.max_attempts ? ""
+                          : !plugin_host::is_retryable(r.code)
+                              ? "; not retried: the handler said the failure is permanent"
+                          : job.engine_.draining() ? "; not retried: tpoold is draining"
+                                                   : "";
+        r.message += " (attempt " + std::to_string(attempt) + " of " +
+                     std::to_string(job.spec_.max_attempts) + why + ")";
       }
     }
     job.finish(JobState::kRunning, to, std::move(r.output), std::move(r.message));
+    return false;
+  }
+
+  static std::string failure_sentence(const Job& job, const InvokeResult& r) {
+    return "handler " + job.spec_.handler + " failed with " +
+           std::string(plugin_host::to_string(r.code)) +
+           (r.plugin_status != 0 ? " (status " + std::to_string(r.plugin_status) + ")"
+                                 : std::string());
   }
 
   static void release(Engine& e) {
@@ -155,6 +197,7 @@ Engine::Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
                        limits.retention, limits.max_retained_bytes, limits.max_retained_entries})) {
   if (limits_.enforce_interval.count() > 0)
     enforce_thread_ = std::thread([this] { enforce_loop(); });
+  scheduler_ = std::make_unique<Scheduler>(*this, /*thread=*/clock_ == nullptr);  // (K5)
 }
 
 std::uint32_t JobId::draw_incarnation() {
@@ -165,6 +208,8 @@ std::uint32_t JobId::draw_incarnation() {
 }
 
 Engine::~Engine() {
+  forget_capacity_waiter(scheduler_.get());
+  scheduler_.reset();  // its thread stops; held jobs are dropped with it
   if (!enforce_thread_.joinable()) return;
   {
     MutexLock lock(enforce_stop_mu_);
@@ -232,6 +277,68 @@ Expected<Job> Engine::find(std::uint64_t id) {
 
 void Engine::begin_drain() {
   draining_.store(true, std::memory_order_release);
+  scheduler_->close("tpoold is draining (shutting down) and does not wait for delays or backoffs");
+}
+
+std::size_t Engine::run_scheduled() {
+  return scheduler_->run_due();
+}
+
+// (E6) A failed attempt's job, RUNNING -> SCHEDULED already (Job::reschedule),
+// goes to the scheduler for its backoff.
+void Engine::schedule_retry(const std::shared_ptr<Job>& job) {
+  if (job->state() != JobState::kScheduled) return;  // cancelled meanwhile: it ended
+  retried_.fetch_add(1, std::memory_order_relaxed);
+  double u = 0;
+  if (limits_.jitter != nullptr) {
+    u = limits_.jitter();
+  } else {
+    thread_local std::minstd_rand rng{std::random_device{}()};
+    u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  }
+  Clock::time_point due =
+      now() + backoff_delay(job->spec_.backoff_base, job->spec_.backoff_cap, job->attempts(), u);
+  if (!scheduler_->add(job, due)) {  // (K4) draining
+    job->end_scheduled(JobState::kCancelled,
+                       job->scheduled_message(false) + "; tpoold is draining and does not retry");
+  }
+}
+
+Engine::Queued Engine::queue_scheduled(const std::shared_ptr<Job>& job) {
+  if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_inflight_jobs) {  // (E1)
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return Queued::kNoRoom;
+  }
+  if (!job->transition(JobState::kScheduled, JobState::kQueued)) {  // (K3) it ended while held
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return Queued::kDropped;
+  }
+  job->self_ = job;  // (inv 4)
+  SubmitOptions opts;
+  opts.on_cancel = job_task::cancelled;
+  opts.lane = job->lane_;
+  opts.backpressure = Backpressure::kReject;  // (A4) the scheduler's thread never blocks
+  opts.cancel = &job->token_;                 // (A3)
+  Result<TaskHandle> r = pool_.submit(Task{job_task::run, job.get()}, opts);
+  if (r.ok()) return Queued::kQueued;
+  job->self_.reset();
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  if (r.status().code() == StatusCode::kFull && job->transition(JobState::kQueued,
+                                                                JobState::kScheduled)) {
+    return Queued::kNoRoom;
+  }
+  // Shut down (or cancelled between the two moves): it ends here.
+  job->finish(JobState::kQueued, JobState::kCancelled, {},
+              job->scheduled_message(false) + "; the pool refused it: " + r.status().message());
+  return Queued::kDropped;
+}
+
+void Engine::forget_capacity_waiter(CapacityWaiter* w) {
+  MutexLock lock(capacity_mu_);
+  auto it = std::remove(capacity_waiters_.begin(), capacity_waiters_.end(), w);
+  capacity_waiter_count_.fetch_sub(static_cast<std::size_t>(capacity_waiters_.end() - it),
+                                   std::memory_order_seq_cst);
+  capacity_waiters_.erase(it, capacity_waiters_.end());
 }
 
 void Engine::cancel_all() {
@@ -285,6 +392,8 @@ EngineSnapshot Engine::snapshot() const {
   s.expired = st.expired;
   s.ignored_cancellation = ignored_cancellation_.load(std::memory_order_relaxed);
   s.running_after_end = running_after_end_.load(std::memory_order_relaxed);
+  s.retried = retried_.load(std::memory_order_relaxed);
+  s.scheduled = scheduler_->size();
   s.draining = draining();
   MutexLock lock(counters_mu_);
   for (const auto& [name, c] : counters_) {

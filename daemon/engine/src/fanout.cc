@@ -50,6 +50,7 @@ class Child final : public plugin_host::JobServices {
     return root_.remaining();
   }
   bool deadline_passed() const noexcept override { return root_.deadline_passed(); }
+  std::uint32_t attempt() const noexcept override { return root_.attempt(); }  // its parent's
   void log(plugin_host::LogLevel level, std::string_view message) noexcept override {
     root_.log(level, message);
   }

@@ -25,6 +25,8 @@ std::string_view to_string(JobState s) noexcept {
       return "cancelled";
     case JobState::kTimedOut:
       return "timed_out";
+    case JobState::kScheduled:
+      return "scheduled";
   }
   return "unknown";
 }
@@ -77,6 +79,22 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
   return true;
 }
 
+bool Job::reschedule(std::string attempt_message) {
+  MutexLock lock(mu_);  // (inv 1) serialised with finish(), as the deadline thread's
+  if (state_.load(std::memory_order_acquire) != JobState::kRunning) return false;
+  attempt_messages_.push_back(std::move(attempt_message));
+  return transition(JobState::kRunning, JobState::kScheduled);
+}
+
+bool Job::end_scheduled(JobState to, std::string message) {
+  return finish(JobState::kScheduled, to, {}, std::move(message));
+}
+
+std::vector<std::string> Job::attempt_messages() const {
+  MutexLock lock(mu_);
+  return attempt_messages_;
+}
+
 bool Job::add_waiter(DoneFn fn, void* user) {
   MutexLock lock(mu_);
   if (final()) return false;  // (inv 3)
@@ -106,8 +124,25 @@ void Job::cancel() {
   // and calls on_cancel, which finds the job final and only releases it.
   // Past its deadline it ends TIMED_OUT, as on_cancel would end it (E5).
   const bool deadline = deadline_passed();
-  finish(JobState::kQueued, deadline ? JobState::kTimedOut : JobState::kCancelled, {},
-         unstarted_message(deadline));
+  const JobState to = deadline ? JobState::kTimedOut : JobState::kCancelled;
+  if (finish(JobState::kQueued, to, {}, unstarted_message(deadline))) return;
+  // Waiting in the scheduler: it ends now; the scheduler drops it when its
+  // time comes (scheduler.h, K3).
+  end_scheduled(to, scheduled_message(deadline));
+}
+
+std::string Job::scheduled_message(bool deadline) const {
+  const std::uint32_t done = attempts();
+  if (done == 0) return unstarted_message(deadline);
+  std::string last;
+  {
+    MutexLock lock(mu_);
+    if (!attempt_messages_.empty()) last = attempt_messages_.back();
+  }
+  return "job " + std::to_string(id_) + " (" + spec_.handler + ") " +
+         (deadline ? "timed out" : "was cancelled") + " while waiting to retry after attempt " +
+         std::to_string(done) + " of " + std::to_string(spec_.max_attempts) +
+         " failed: " + last;
 }
 
 std::string Job::unstarted_message(bool deadline) const {

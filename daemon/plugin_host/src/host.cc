@@ -49,8 +49,16 @@ std::string_view to_string(JobCode code) noexcept {
       return "unknown_handler";
     case JobCode::kInternal:
       return "internal";
+    case JobCode::kRetry:
+      return "retry";
+    case JobCode::kPermanent:
+      return "permanent";
   }
   return "unknown";
+}
+
+bool is_retryable(JobCode code) noexcept {
+  return code == JobCode::kRetry || code == JobCode::kError || code == JobCode::kInternal;
 }
 
 std::string_view to_string(LogLevel level) noexcept {
@@ -470,7 +478,7 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
                 "return less";
   } else if (status != TPOOL_STATUS_OK) {
     r.plugin_status = status;
-    r.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_INTERNAL
+    r.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
                  ? static_cast<JobCode>(status)
                  : JobCode::kError;
     r.message = !job.message.empty() ? std::move(job.message)

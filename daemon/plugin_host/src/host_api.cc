@@ -142,6 +142,10 @@ int32_t host_run_children(tpool_job* job, const char* handler, const tpool_bytes
   }
 }
 
+uint32_t host_attempt(const tpool_job* job) {
+  return job == nullptr || job->services == nullptr ? 1 : job->services->attempt();
+}
+
 constexpr tpool_host_api kHostApi = {
     static_cast<uint32_t>(sizeof(tpool_host_api)),
     TPOOL_PLUGIN_ABI_MAJOR,
@@ -155,6 +159,7 @@ constexpr tpool_host_api kHostApi = {
     host_log,
     host_progress,
     host_run_children,
+    host_attempt,
 };
 
 }  // namespace

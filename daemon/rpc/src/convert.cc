@@ -1,5 +1,7 @@
 #include "convert.h"
 
+#include <algorithm>
+
 namespace tpool::rpc {
 
 using engine::ErrorCode;
@@ -29,6 +31,32 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
   spec.labels.assign(req.labels().begin(), req.labels().end());
   spec.retain = retain;
   spec.tag = req.tag();
+  if (req.durable()) {
+    return engine::Error{ErrorCode::kFailedPrecondition,
+                         "the job asks to be durable, but this tpoold keeps jobs in memory only: "
+                         "durable jobs need the store ([store] path in the config, "
+                         "docs/store.md); send it without durable, or to a tpoold with a store"};
+  }
+  spec.max_attempts = std::max<std::uint32_t>(1, req.max_attempts());
+  spec.backoff_base = std::chrono::milliseconds(req.backoff_base_ms());
+  spec.backoff_cap = std::chrono::milliseconds(req.backoff_cap_ms());
+  if (req.delay_ms() != 0 && req.not_before_unix_ms() != 0) {
+    return engine::Error{ErrorCode::kInvalidArgument,
+                         "the request sets both delay_ms and not_before_unix_ms; set one"};
+  }
+  // Clamped to ~100 years so the arithmetic cannot overflow; the engine
+  // refuses more than its max_delay with the value.
+  constexpr std::uint64_t kMaxMs = 3'000'000'000'000ull;
+  if (req.delay_ms() != 0) {
+    spec.delay = std::chrono::milliseconds(std::min<std::uint64_t>(req.delay_ms(), kMaxMs));
+  } else if (req.not_before_unix_ms() != 0) {
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    const auto at = static_cast<std::int64_t>(std::min<std::uint64_t>(req.not_before_unix_ms(),
+                                                                      kMaxMs));
+    spec.delay = std::chrono::milliseconds(std::max<std::int64_t>(0, at - now_ms));
+  }
   auto now = std::chrono::steady_clock::now();
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (req.timeout_ms() != 0) {
@@ -58,6 +86,8 @@ tpool::v1::JobState to_proto(engine::JobState s) noexcept {
       return tpool::v1::JOB_STATE_CANCELLED;
     case engine::JobState::kTimedOut:
       return tpool::v1::JOB_STATE_TIMED_OUT;
+    case engine::JobState::kScheduled:
+      return tpool::v1::JOB_STATE_SCHEDULED;
   }
   return tpool::v1::JOB_STATE_UNSPECIFIED;
 }
@@ -75,6 +105,7 @@ void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::
   out.set_tag(job.spec().tag);
   out.set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
   out.set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
+  out.set_attempts(job.attempts());
 }
 
 grpc::StatusCode code_of(Refusal r) noexcept {

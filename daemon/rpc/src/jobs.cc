@@ -256,6 +256,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
       std::chrono::duration_cast<std::chrono::milliseconds>(job.accepted_wall().time_since_epoch())
           .count()));
   resp->set_lane(to_proto(job.lane()));
+  resp->set_attempts(job.attempts());
+  for (std::string& m : job.attempt_messages()) resp->add_attempt_messages(std::move(m));
   return finish_now(ctx, grpc::Status::OK);
 }
 

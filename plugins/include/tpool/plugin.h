@@ -45,7 +45,7 @@ extern "C" {
 /* ---- version -------------------------------------------------------------- */
 
 #define TPOOL_PLUGIN_ABI_MAJOR 1
-#define TPOOL_PLUGIN_ABI_MINOR 0
+#define TPOOL_PLUGIN_ABI_MINOR 1
 
 /* The one symbol a plugin exports (see tpool_plugin_entry_fn below). */
 #define TPOOL_PLUGIN_ENTRY_SYMBOL "tpool_plugin_entry"
@@ -69,7 +69,15 @@ typedef enum tpool_status {
   TPOOL_STATUS_OUTPUT_TOO_LARGE = 5,  /* output would exceed the host's limit (host-set) */
   TPOOL_STATUS_INPUT_TOO_LARGE = 6,   /* input exceeds the handler's max_input_bytes (host-set) */
   TPOOL_STATUS_UNKNOWN_HANDLER = 7,   /* run_children named a handler that is not loaded */
-  TPOOL_STATUS_INTERNAL = 8           /* a C++ exception escaped, or the host failed (host-set) */
+  TPOOL_STATUS_INTERNAL = 8,          /* a C++ exception escaped, or the host failed (host-set) */
+  /* ABI 1.1: how a failure should be retried (docs/plugins.md, "Retries").
+   * A job with attempts left (JobRequest.max_attempts) runs again after its
+   * backoff when its handler returns RETRY, ERROR, INTERNAL or a code of its
+   * own; PERMANENT, INVALID_INPUT, INPUT_TOO_LARGE, OUTPUT_TOO_LARGE and
+   * UNKNOWN_HANDLER fail it at once, whatever attempts are left. An older
+   * host (ABI 1.0) reports both new values as a plain failure. */
+  TPOOL_STATUS_RETRY = 9,             /* a transient failure: run the job again if it may */
+  TPOOL_STATUS_PERMANENT = 10         /* fail the job now: running it again cannot help */
 } tpool_status;
 
 typedef enum tpool_lane {
@@ -113,7 +121,8 @@ typedef struct tpool_child_result {
  *
  * Append-only: a function added in minor N is present when
  * TPOOL_HOST_HAS(host, field) is true; check it before calling anything newer
- * than ABI 1.0. Every function below is ABI 1.0 and thread-safe. */
+ * than ABI 1.0. Every function below is thread-safe; each is ABI 1.0 unless
+ * its group says otherwise. */
 typedef struct tpool_host_api {
   uint32_t struct_size; /* sizeof(tpool_host_api) as the host was built */
   uint32_t abi_major;   /* the host's TPOOL_PLUGIN_ABI_MAJOR */
@@ -167,6 +176,13 @@ typedef struct tpool_host_api {
    * to that status and a message). */
   int32_t (*run_children)(tpool_job* job, const char* handler, const tpool_bytes* inputs,
                           size_t count, tpool_child_result* results);
+
+  /* ---- ABI 1.1 ---- (check TPOOL_HOST_HAS(host, attempt) first) */
+
+  /* Which attempt of its job this call is: 1 for the first, 2 for the first
+   * retry, and so on (a job retried after a failure, or re-run after tpoold
+   * restarted during it). A child job of run_children reports its parent's. */
+  uint32_t (*attempt)(const tpool_job* job);
 } tpool_host_api;
 
 /* True when the host table has the function (or field) named member. */

@@ -7,7 +7,7 @@
 typedef char check_plugin_header_first[offsetof(tpool_plugin, name) == 16 ? 1 : -1];
 typedef char check_plugin_size[sizeof(tpool_plugin) == 72 ? 1 : -1];
 typedef char check_handler_size[sizeof(tpool_handler) == 40 ? 1 : -1];
-typedef char check_host_api_size[sizeof(tpool_host_api) == 80 ? 1 : -1];
+typedef char check_host_api_size[sizeof(tpool_host_api) == 88 ? 1 : -1]; /* 1.1: + attempt */
 typedef char check_child_result_size[sizeof(tpool_child_result) == 32 ? 1 : -1];
 
 static int32_t call(void* ctx, tpool_job* job, const uint8_t* in, size_t n) {

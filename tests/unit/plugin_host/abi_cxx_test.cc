@@ -12,7 +12,9 @@ namespace {
 static_assert(offsetof(tpool_plugin, name) == 16, "the four u32 header fields come first");
 static_assert(sizeof(tpool_plugin) == 72);
 static_assert(sizeof(tpool_handler) == 40);
-static_assert(sizeof(tpool_host_api) == 80);
+static_assert(sizeof(tpool_host_api) == 88);  // ABI 1.1 appended attempt
+static_assert(offsetof(tpool_host_api, run_children) == 72, "ABI 1.0's table is unchanged");
+static_assert(offsetof(tpool_host_api, attempt) == 80, "ABI 1.1 appends after it");
 static_assert(sizeof(tpool_child_result) == 32);
 
 using tpool::plugin_host::JobCode;
@@ -23,6 +25,10 @@ static_assert(static_cast<int>(JobCode::kOutputTooLarge) == TPOOL_STATUS_OUTPUT_
 static_assert(static_cast<int>(JobCode::kInputTooLarge) == TPOOL_STATUS_INPUT_TOO_LARGE);
 static_assert(static_cast<int>(JobCode::kUnknownHandler) == TPOOL_STATUS_UNKNOWN_HANDLER);
 static_assert(static_cast<int>(JobCode::kInternal) == TPOOL_STATUS_INTERNAL);
+static_assert(static_cast<int>(JobCode::kRetry) == TPOOL_STATUS_RETRY);
+static_assert(static_cast<int>(JobCode::kPermanent) == TPOOL_STATUS_PERMANENT);
+static_assert(TPOOL_STATUS_INTERNAL == 8 && TPOOL_STATUS_RETRY == 9 && TPOOL_STATUS_PERMANENT == 10,
+              "status values are appended, never renumbered");
 
 std::int32_t call(void*, tpool_job*, const std::uint8_t*, std::size_t) {
   return 0;

@@ -81,6 +81,27 @@ std::int32_t fail(void* p, tpool_job* job, const std::uint8_t* input, std::size_
   return static_cast<std::int32_t>(parse_size(s));
 }
 
+// Input "<n>[:<status>]": fails attempts 1..n with <status> (default
+// TPOOL_STATUS_RETRY) and the message "attempt <k> failed", then succeeds
+// with "ok on attempt <k>". Reads its attempt through the ABI 1.1 host call.
+std::int32_t flaky(void* p, tpool_job* job, const std::uint8_t* input, std::size_t size) {
+  const Ctx& c = *static_cast<Ctx*>(p);
+  c.ctl->called();
+  if (!TPOOL_HOST_HAS(c.host, attempt)) return TPOOL_STATUS_INTERNAL;
+  std::string_view s = in(input, size);
+  std::int32_t status = TPOOL_STATUS_RETRY;
+  if (auto colon = s.find(':'); colon != std::string_view::npos) {
+    status = static_cast<std::int32_t>(parse_size(s.substr(colon + 1)));
+    s = s.substr(0, colon);
+  }
+  const std::uint32_t k = c.host->attempt(job);
+  if (k <= parse_size(s)) {
+    c.host->set_message(job, ("attempt " + std::to_string(k) + " failed").c_str());
+    return status;
+  }
+  return write(c, job, "ok on attempt " + std::to_string(k));
+}
+
 // Reports progress, then waits for the gate, whatever happens to its job
 // (it ignores cancellation and deadlines), and returns OK with "late:<input>".
 std::int32_t block(void* p, tpool_job* job, const std::uint8_t* input, std::size_t size) {
@@ -195,6 +216,7 @@ std::int32_t fanout(void* p, tpool_job* job, const std::uint8_t* input, std::siz
 const tpool_handler kHandlers[] = {
     {"echo", "output = input", TPOOL_LANE_DEFAULT, 0, 0, echo},
     {"fail", "returns <status>[:<message>]", TPOOL_LANE_DEFAULT, 0, 0, fail},
+    {"flaky", "<n>[:<status>]: fails n attempts, then succeeds", TPOOL_LANE_DEFAULT, 0, 0, flaky},
     {"block", "waits for the test's gate, ignoring cancellation", TPOOL_LANE_DEFAULT, 0, 0, block},
     {"spin", "spins until cancelled", TPOOL_LANE_DEFAULT, 0, 0, spin},
     {"big", "writes <input> bytes", TPOOL_LANE_DEFAULT, 0, 0, big},

@@ -80,6 +80,15 @@ struct EngineLimits {
   // This process's incarnation (see JobId); 0: the engine draws one at
   // random. Tests set it to make two engines look like a restart.
   std::uint32_t incarnation = 0;
+  // Retries and delays (scheduler.h): the most attempts a request may ask
+  // for, the longest delay, and how many delayed jobs may wait at once (a
+  // retry's wait is never refused: its job was accepted).
+  std::uint32_t max_attempts = 100;
+  std::chrono::milliseconds max_delay{std::chrono::hours(24 * 30)};
+  std::size_t max_scheduled_jobs = 100000;
+  // The retry backoff's jitter, uniform in [0, 1); nullptr: a per-thread
+  // PRNG. Tests fix it to check the schedule exactly.
+  double (*jitter)() = nullptr;
 };
 
 // Job ids (docs/api.md, "Job ids and restarts"). A job id is
@@ -136,6 +145,8 @@ struct EngineSnapshot {
   std::uint64_t rejected_conflict = 0;  // idempotency key reused differently
   std::uint64_t deduplicated = 0;       // requests answered by an earlier job's key
   std::uint64_t expired = 0;            // results dropped by retention
+  std::uint64_t retried = 0;            // failed attempts followed by another, ever
+  std::uint64_t scheduled = 0;          // jobs waiting for their time now (delay, backoff)
   // Handler calls still running cancel_grace after their job was told to
   // stop (each holds a worker until it returns). The metric
   // tpoold_handler_ignored_cancellation_total adds the host's count of calls
@@ -160,6 +171,8 @@ struct RunningJob {
 // A party that stopped submitting because the engine was full (a Stream that
 // stopped reading); called once, from a thread that just ended a job, when
 // there may be room again. Must not block.
+class Scheduler;
+
 class CapacityWaiter {
  public:
   virtual void on_capacity() = 0;
@@ -223,8 +236,15 @@ class Engine {
 
   // The retention sweep by time; the daemon calls it about once a second.
   void expire();
+  // Queues the scheduled jobs (delayed, or waiting to retry) that are due at
+  // now(); how many went to the pool. The scheduler's thread does this by
+  // itself with the real clock; with an injected clock tests call it after
+  // advancing the clock (scheduler.h, K5).
+  std::size_t run_scheduled();
 
-  // Stop accepting jobs (kUnavailable). Idempotent.
+  // Stop accepting jobs (kUnavailable), and end the jobs waiting in the
+  // scheduler (CANCELLED, saying so): a drain waits for running jobs, not for
+  // a delay or a backoff. Idempotent.
   void begin_drain();
   bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
   // Make every running handler see is_cancelled() (second signal, drain
@@ -263,12 +283,24 @@ class Engine {
  private:
   friend class Job;
   friend struct JobTask;
+  friend class Scheduler;
+  // What queue_scheduled did with a due job (scheduler.h).
+  enum class Queued : std::uint8_t {
+    kQueued,   // the pool has it (QUEUED)
+    kNoRoom,   // no in-flight slot or pool descriptor: still SCHEDULED, wait for capacity
+    kDropped,  // it had ended while held (K3), or the pool is shut down (then it ended)
+  };
+  Queued queue_scheduled(const std::shared_ptr<Job>& job);
+  // A failed attempt's job, now SCHEDULED (E6): to the scheduler after its backoff.
+  void schedule_retry(const std::shared_ptr<Job>& job);
+  void forget_capacity_waiter(CapacityWaiter* w) EXCLUDES(capacity_mu_);
   struct Admission;  // one submit_batch call's state (admission.cc)
   HandlerCounters& counters_for(const std::string& handler) EXCLUDES(counters_mu_);
   static Error draining_error();
   static Error unknown_handler_error(const std::string& name);
   static Error conflict_error(const std::string& key, std::uint64_t first_id);
   Error inflight_error() const;
+  Error scheduled_full_error() const;
   // The error for a job the pool refused; counts the rejection.
   Error pool_refused(const Status& st);
   static Lane lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexcept;
@@ -335,6 +367,10 @@ class Engine {
   Mutex capacity_mu_;
   std::vector<CapacityWaiter*> capacity_waiters_ GUARDED_BY(capacity_mu_);
   std::atomic<std::size_t> capacity_waiter_count_{0};
+
+  std::atomic<std::uint64_t> retried_{0};  // relaxed: a reporting counter
+  // Declared last: destroyed first, its thread stopped before the rest goes.
+  std::unique_ptr<Scheduler> scheduler_;
 };
 
 }  // namespace tpool::engine

@@ -4,7 +4,11 @@
 //  (1) state_ moves QUEUED -> RUNNING -> final, or QUEUED -> final, and only
 //      through Job::transition(from, to) (a CAS). Exactly one caller wins the
 //      move to a final state; only the winner writes the result fields and
-//      notifies the waiters.
+//      notifies the waiters. A job that may wait (delayed, or retried after a
+//      failed attempt: scheduler.h) also moves SCHEDULED -> QUEUED (its time
+//      came), SCHEDULED -> final (cancelled or shut down while waiting) and
+//      RUNNING -> SCHEDULED (reschedule: an attempt failed and another may
+//      run); a delayed job starts in SCHEDULED.
 //  (2) The result fields (output_, message_, wait/run times) are written by
 //      the winner of (1) before it publishes the final state with a release
 //      store (inside transition's CAS); readers check final() (acquire) before
@@ -39,6 +43,7 @@
 //      reader sees the detach, or the engine sees the reader and waits.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -61,9 +66,10 @@ enum class JobState : std::uint8_t {
   kFailed = 3,     // final: handler failed (or threw); message says why
   kCancelled = 4,  // final: Cancel, the client went away, or shutdown
   kTimedOut = 5,   // final: its deadline passed (queued or running)
+  kScheduled = 6,  // accepted; the engine's scheduler holds it until its time (a delay, a retry)
 };
 inline bool is_final(JobState s) noexcept {
-  return s >= JobState::kSucceeded;
+  return s >= JobState::kSucceeded && s <= JobState::kTimedOut;
 }
 std::string_view to_string(JobState s) noexcept;
 
@@ -83,10 +89,20 @@ struct JobSpec {
   // an idempotency key is always retained.
   bool retain = false;
   std::uint64_t tag = 0;  // the client's correlation tag (Stream), carried through
+  // Retries (scheduler.h): the most attempts (>= 1; 1 = no retry), and the
+  // backoff before attempt n+1: uniform in [0, min(cap, base * 2^(n-1))]
+  // ("full jitter"). base 0: the next attempt is queued at once.
+  std::uint32_t max_attempts = 1;
+  std::chrono::milliseconds backoff_base{0};
+  std::chrono::milliseconds backoff_cap{0};
+  // A delayed job: the first attempt is queued this long after acceptance
+  // (0: at once). The job is SCHEDULED until then.
+  std::chrono::milliseconds delay{0};
 };
 
 class Job;
 class Engine;
+class Scheduler;
 struct HandlerCounters;
 
 // Called once when a job reaches its final state, on the thread that ended it
@@ -115,6 +131,11 @@ class Job final : public plugin_host::JobServices {
   // acceptance time, so accepting a job reads one clock).
   std::chrono::system_clock::time_point accepted_wall() const noexcept;
   std::pair<double, std::string> progress_snapshot() const;
+  // Attempts started so far (0 while the first has not started).
+  std::uint32_t attempts() const noexcept { return attempt_.load(std::memory_order_relaxed); }
+  // Each ended attempt's message, oldest first, for a job that may retry
+  // (max_attempts > 1); empty otherwise.
+  std::vector<std::string> attempt_messages() const EXCLUDES(mu_);
   // Bytes this job holds in the result store.
   std::size_t retained_bytes() const noexcept;
 
@@ -140,6 +161,7 @@ class Job final : public plugin_host::JobServices {
   std::vector<plugin_host::InvokeResult> run_children(
       std::string_view handler, std::span<const std::string_view> inputs) override;
   bool claim_ignored_cancellation() noexcept override;
+  std::uint32_t attempt() const noexcept override { return std::max<std::uint32_t>(1, attempts()); }
 
   // first_waiter: the submitting call's DoneFn (may be {nullptr, nullptr}).
   Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
@@ -152,6 +174,13 @@ class Job final : public plugin_host::JobServices {
   // Moves the job from `from` to the final state `to` with the given result;
   // false if it was not in `from` (another caller moved it first) (inv 1).
   bool finish(JobState from, JobState to, std::string output, std::string message) EXCLUDES(mu_);
+  // (inv 1) RUNNING -> SCHEDULED after a failed attempt that may be retried,
+  // keeping the attempt's message; false if the job is no longer RUNNING
+  // (the deadline thread ended it, inv 5). The waiters stay registered.
+  bool reschedule(std::string attempt_message) EXCLUDES(mu_);
+  // Ends a SCHEDULED job (cancelled, or shut down) with the sentence for
+  // where it was; false if it was not SCHEDULED.
+  bool end_scheduled(JobState to, std::string message) EXCLUDES(mu_);
   // (inv 6) Stop reading group_cancel_ (it reads as cancelled from now on),
   // and wait until no reader is inside it. Before the engine ends a job whose
   // handler is still running.
@@ -159,6 +188,9 @@ class Job final : public plugin_host::JobServices {
   // (E5 in engine.cc) The one sentence for a job that ended before its
   // handler ran: past its deadline, or cancelled.
   std::string unstarted_message(bool deadline) const;
+  // The sentence for a SCHEDULED job that ends before its next attempt:
+  // unstarted_message for a delayed job, else naming the last failure.
+  std::string scheduled_message(bool deadline) const EXCLUDES(mu_);
 
   Engine& engine_;
   const std::uint64_t id_;
@@ -188,6 +220,11 @@ class Job final : public plugin_host::JobServices {
   std::vector<std::pair<DoneFn, void*>> more_waiters_ GUARDED_BY(mu_);  // (inv 3)
   double progress_ GUARDED_BY(mu_) = 0;
   std::string progress_note_ GUARDED_BY(mu_);
+  // Attempts started: incremented by the worker as an attempt starts
+  // (QUEUED -> RUNNING); relaxed: a figure, and the worker's own reads are
+  // program-ordered.
+  std::atomic<std::uint32_t> attempt_{0};
+  std::vector<std::string> attempt_messages_ GUARDED_BY(mu_);
 
   // Idempotency: a repeat of the key must name the same handler and payload;
   // the payload itself is released once the handler has run.
@@ -209,6 +246,7 @@ class Job final : public plugin_host::JobServices {
   // so the call is counted once. relaxed: the flag itself is all it orders.
   std::atomic<bool> ignored_claimed_{false};
   friend struct JobTask;
+  friend class Scheduler;
 };
 
 }  // namespace tpool::engine

@@ -29,7 +29,13 @@ enum class JobCode : std::int32_t {
   kInputTooLarge = 6,     // input over the handler's max_input_bytes: not called
   kUnknownHandler = 7,    // no handler of that name (fan-out children)
   kInternal = 8,          // a C++ exception escaped the handler, or the host failed
+  kRetry = 9,             // the handler asked for its job to run again (ABI 1.1)
+  kPermanent = 10,        // the handler said running again cannot help (ABI 1.1)
 };
+// Whether a job that failed with code may run again (when it has attempts
+// left): kRetry, kError and kInternal may; the rest (input, output, handler
+// lookups, kPermanent, and cancellation or deadlines) may not.
+bool is_retryable(JobCode code) noexcept;
 
 std::string_view to_string(JobCode code) noexcept;
 
@@ -85,6 +91,8 @@ class JobServices {
   // false, so each call is counted once in
   // tpoold_handler_ignored_cancellation_total.
   virtual bool claim_ignored_cancellation() noexcept { return true; }
+  // Which attempt of its job this call is, from 1 (tpool_host_api.attempt).
+  virtual std::uint32_t attempt() const noexcept { return 1; }
 };
 
 }  // namespace tpool::plugin_host

@@ -124,6 +124,8 @@ const char* to_string(JobState s) noexcept {
       return "CANCELLED";
     case JobState::kTimedOut:
       return "TIMED_OUT";
+    case JobState::kScheduled:
+      return "SCHEDULED";
   }
   return "UNSPECIFIED";
 }
@@ -161,6 +163,10 @@ tpool::v1::JobRequest to_proto(const Job& job) {
   r.set_idempotency_key(job.idempotency_key);
   for (const auto& [k, v] : job.labels) (*r.mutable_labels())[k] = v;
   r.set_tag(job.tag);
+  r.set_max_attempts(job.max_attempts);
+  r.set_backoff_base_ms(static_cast<std::uint32_t>(job.backoff_base.count()));
+  r.set_backoff_cap_ms(static_cast<std::uint32_t>(job.backoff_cap.count()));
+  r.set_delay_ms(static_cast<std::uint64_t>(job.delay.count()));
   return r;
 }
 
@@ -175,6 +181,7 @@ JobResult from_proto(const tpool::v1::JobResult& r) {
   out.wait = std::chrono::microseconds(r.wait_us());
   out.run = std::chrono::microseconds(r.run_us());
   out.replica = r.replica();
+  out.attempts = r.attempts();
   return out;
 }
 
@@ -196,6 +203,8 @@ JobStatus from_proto(const tpool::v1::JobStatus& s) {
   out.message = s.message();
   out.labels.insert(s.labels().begin(), s.labels().end());
   out.accepted_unix_ms = s.accepted_unix_ms();
+  out.attempts = s.attempts();
+  out.attempt_messages.assign(s.attempt_messages().begin(), s.attempt_messages().end());
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
@@ -236,6 +237,36 @@ bool job_from_args(const Args& a, std::size_t handler_pos, tpool::client::Job* j
       return false;
     }
   }
+  if (auto n = a.value("--attempts")) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(n->c_str(), &end, 10);
+    if (n->empty() || *end != '\0' || v < 1 || v > 100) {
+      *exit = fail(a, kUsage, "--attempts '" + *n + "' is not a number from 1 to 100");
+      return false;
+    }
+    job->max_attempts = static_cast<std::uint32_t>(v);
+  }
+  if (auto b = a.value("--backoff")) {  // BASE or BASE:CAP
+    const auto colon = b->find(':');
+    auto base = parse_duration(b->substr(0, colon));
+    std::optional<std::chrono::milliseconds> cap = std::chrono::milliseconds(0);
+    if (colon != std::string::npos) cap = parse_duration(b->substr(colon + 1));
+    if (!base || !cap) {
+      *exit = fail(a, kUsage,
+                   "--backoff '" + *b + "' is not BASE or BASE:CAP durations; use e.g. 1s:60s");
+      return false;
+    }
+    job->backoff_base = *base;
+    job->backoff_cap = *cap;
+  }
+  if (auto t = a.value("--delay")) {
+    auto d = parse_duration(*t);
+    if (!d) {
+      *exit = fail(a, kUsage, "--delay '" + *t + "' is not a duration; use e.g. 90s or 10m");
+      return false;
+    }
+    job->delay = *d;
+  }
   if (auto k = a.value("--key")) job->idempotency_key = *k;
   if (a.has("--label")) {
     for (const auto& kv : a.options.at("--label")) {
@@ -389,13 +420,20 @@ int cmd_get(const Args& a) {
               << ",\"run_us\":" << s.run.count() << ",\"progress\":" << s.progress
               << ",\"progress_message\":" << json_string(s.progress_message)
               << ",\"message\":" << json_string(s.message)
-              << ",\"accepted_unix_ms\":" << s.accepted_unix_ms << ",\"labels\":{";
+              << ",\"accepted_unix_ms\":" << s.accepted_unix_ms << ",\"attempts\":" << s.attempts
+              << ",\"labels\":{";
     bool first = true;
     for (const auto& [k, v] : s.labels) {
       std::cout << (first ? "" : ",") << json_string(k) << ":" << json_string(v);
       first = false;
     }
-    std::cout << "}}\n";
+    std::cout << "},\"attempt_messages\":[";
+    first = true;
+    for (const auto& m : s.attempt_messages) {
+      std::cout << (first ? "" : ",") << json_string(m);
+      first = false;
+    }
+    std::cout << "]}\n";
     return kOk;
   }
   std::time_t secs = static_cast<std::time_t>(s.accepted_unix_ms / 1000);
@@ -414,6 +452,10 @@ int cmd_get(const Args& a) {
               << (s.progress_message.empty() ? "" : " " + s.progress_message) << "\n";
   }
   for (const auto& [k, v] : s.labels) std::cout << "  label     " << k << "=" << v << "\n";
+  if (s.attempts > 1 || !s.attempt_messages.empty()) {
+    std::cout << "  attempts  " << s.attempts << "\n";
+    for (const auto& m : s.attempt_messages) std::cout << "  attempt   " << m << "\n";
+  }
   if (!s.message.empty()) std::cout << "  message   " << s.message << "\n";
   return kOk;
 }

@@ -36,6 +36,9 @@ const std::vector<Option> kJobOptions = {
     {"--lane", "LANE", "default or blocking (default: the handler's hint)"},
     {"--key", "KEY", "idempotency key: a repeat with the same key returns the first job"},
     {"--label", "K=V", "a label for the job (repeatable)"},
+    {"--attempts", "N", "run a failed job again, up to N attempts in all (1-100; default 1)"},
+    {"--backoff", "BASE[:CAP]", "wait before a retry: full jitter under BASE*2^(n-1), at most CAP"},
+    {"--delay", "DUR", "run the job this long after acceptance (e.g. 90s, 10m)"},
 };
 
 std::vector<Option> with_job_options(std::vector<Option> extra) {

@@ -113,6 +113,7 @@ struct Engine::Admission {
 
   // Step 1.
   bool check(std::size_t i) {
+    e.apply_retry_defaults(specs[i]);
     const JobSpec& spec = specs[i];
     if (e.draining()) {
       refuse(i, e.rejected_draining_, draining_error());
@@ -177,7 +178,7 @@ struct Engine::Admission {
                                         group_cancel, done, user);
     j->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
     if (j->retained_) e.store_->put(j);                                // (A6)
-    if (!e.scheduler_->add(j, e.now() + delay)) {                     // (K4) draining
+    if (!e.scheduler_->add(j, e.now() + delay)) {                      // (K4) draining
       if (j->retained_) e.store_->remove(*j);
       refuse(i, e.rejected_draining_, draining_error());
       return;
@@ -303,6 +304,19 @@ std::size_t Engine::submit_batch(std::span<JobSpec> specs, DoneFn done, void* us
   return a.all();
 }
 
+void Engine::apply_retry_defaults(JobSpec& spec) const {
+  const RetryPolicy* p = &limits_.retry;
+  for (const auto& [name, policy] : limits_.handler_retry) {
+    if (name == spec.handler) {
+      p = &policy;
+      break;
+    }
+  }
+  if (spec.max_attempts == 0) spec.max_attempts = p->max_attempts;
+  if (spec.backoff_base.count() == 0) spec.backoff_base = p->backoff_base;
+  if (spec.backoff_cap.count() == 0) spec.backoff_cap = p->backoff_cap;
+}
+
 std::optional<Error> Engine::validate(const JobSpec& spec) const {
   if (spec.handler.empty()) {
     return Error{ErrorCode::kInvalidArgument,
@@ -327,7 +341,8 @@ std::optional<Error> Engine::validate(const JobSpec& spec) const {
   if (spec.max_attempts < 1 || spec.max_attempts > limits_.max_attempts) {
     return Error{ErrorCode::kInvalidArgument,
                  "max_attempts is " + std::to_string(spec.max_attempts) + "; use 1 to " +
-                     std::to_string(limits_.max_attempts) + " (0 in a request means the default)"};
+                     std::to_string(limits_.max_attempts) +
+                     " (0 in a request means the handler's default, config [retry])"};
   }
   if (spec.backoff_cap.count() != 0 && spec.backoff_cap < spec.backoff_base) {
     return Error{ErrorCode::kInvalidArgument,

@@ -62,7 +62,7 @@ struct JobTask {
       job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                             std::memory_order_relaxed);
       job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
-      e.enter_running(self);                                  // (E4)
+      e.enter_running(self);                                 // (E4)
       const bool again = execute(job);
       e.leave_running(job);
       // (E6) Handed to the scheduler only after leaving the running set, so
@@ -130,8 +130,7 @@ struct JobTask {
         // Every attempt's outcome is kept; the final message says how many ran.
         {
           MutexLock lock(job.mu_);
-          job.attempt_messages_.push_back("attempt " + std::to_string(attempt) + ": " +
-                                          r.message);
+          job.attempt_messages_.push_back("attempt " + std::to_string(attempt) + ": " + r.message);
         }
         const char* why = attempt >= job.spec_.max_attempts ? ""
                           : !plugin_host::is_retryable(r.code)
@@ -323,8 +322,8 @@ Engine::Queued Engine::queue_scheduled(const std::shared_ptr<Job>& job) {
   if (r.ok()) return Queued::kQueued;
   job->self_.reset();
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  if (r.status().code() == StatusCode::kFull && job->transition(JobState::kQueued,
-                                                                JobState::kScheduled)) {
+  if (r.status().code() == StatusCode::kFull &&
+      job->transition(JobState::kQueued, JobState::kScheduled)) {
     return Queued::kNoRoom;
   }
   // Shut down (or cancelled between the two moves): it ends here.

@@ -141,8 +141,7 @@ std::string Job::scheduled_message(bool deadline) const {
   }
   return "job " + std::to_string(id_) + " (" + spec_.handler + ") " +
          (deadline ? "timed out" : "was cancelled") + " while waiting to retry after attempt " +
-         std::to_string(done) + " of " + std::to_string(spec_.max_attempts) +
-         " failed: " + last;
+         std::to_string(done) + " of " + std::to_string(spec_.max_attempts) + " failed: " + last;
 }
 
 std::string Job::unstarted_message(bool deadline) const {

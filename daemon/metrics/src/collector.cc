@@ -141,6 +141,13 @@ void collect_jobs(const JobsSnapshot& e, Families& f) {
       .value(d(e.deduplicated));
   f.gauge("tpoold_jobs_in_progress", "Jobs accepted and not yet ended (queued or running).")
       .value(d(e.in_progress));
+  f.counter("tpoold_jobs_retried_total",
+            "Failed job attempts that were followed by another attempt (max_attempts).")
+      .value(d(e.retried));
+  f.gauge("tpoold_jobs_scheduled",
+          "Jobs waiting for their time: delayed jobs before their first attempt, retries in "
+          "their backoff.")
+      .value(d(e.scheduled));
   f.gauge("tpoold_result_store_entries", "Ended jobs whose results are retained.")
       .value(d(e.result_store_entries));
   f.gauge("tpoold_result_store_bytes", "Bytes of retained results.").value(d(e.result_store_bytes));

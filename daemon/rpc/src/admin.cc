@@ -87,6 +87,8 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Stats(grpc::CallbackServerContext* c
   d->set_rejected_not_found(es.rejected_not_found);
   d->set_rejected_full(es.rejected_full);
   d->set_rejected_draining(es.rejected_draining);
+  d->set_jobs_retried(es.retried);
+  d->set_jobs_scheduled(es.scheduled);
   for (const auto& h : es.handlers) {
     auto* o = d->add_handlers();
     o->set_handler(h.handler);

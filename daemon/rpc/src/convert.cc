@@ -37,7 +37,7 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
                          "durable jobs need the store ([store] path in the config, "
                          "docs/store.md); send it without durable, or to a tpoold with a store"};
   }
-  spec.max_attempts = std::max<std::uint32_t>(1, req.max_attempts());
+  spec.max_attempts = req.max_attempts();  // 0: the handler's default (the engine's)
   spec.backoff_base = std::chrono::milliseconds(req.backoff_base_ms());
   spec.backoff_cap = std::chrono::milliseconds(req.backoff_cap_ms());
   if (req.delay_ms() != 0 && req.not_before_unix_ms() != 0) {
@@ -53,8 +53,8 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
     const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-    const auto at = static_cast<std::int64_t>(std::min<std::uint64_t>(req.not_before_unix_ms(),
-                                                                      kMaxMs));
+    const auto at =
+        static_cast<std::int64_t>(std::min<std::uint64_t>(req.not_before_unix_ms(), kMaxMs));
     spec.delay = std::chrono::milliseconds(std::max<std::int64_t>(0, at - now_ms));
   }
   auto now = std::chrono::steady_clock::now();

@@ -10,12 +10,14 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <array>
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "tpool/common/admin_address.h"
@@ -42,6 +44,15 @@ Reader u64(std::uint64_t& out) {
     if (!v) return key + " must be an integer";
     if (*v < 0) return key + " = " + std::to_string(*v) + " is negative; it must be 0 or more";
     out = static_cast<std::uint64_t>(*v);
+    return "";
+  };
+}
+
+Reader opt_u64(std::optional<std::uint64_t>& out) {
+  return [&out](const toml::node& n, const std::string& key) -> std::string {
+    std::uint64_t v = 0;
+    if (std::string err = u64(v)(n, key); !err.empty()) return err;
+    out = v;
     return "";
   };
 }
@@ -401,11 +412,30 @@ Status DaemonConfig::validate() const {
            range("results.retention_ms", results.retention_ms, 0, 30 * kDay),
            range("results.max_bytes", results.max_bytes, 0, 1ull << 40),
            range("results.max_entries", results.max_entries, 0, 1u << 26),
+           range("retry.max_scheduled_jobs", retry.max_scheduled_jobs, 0, 1u << 26),
            one_of("log.level", log.level,
                   {"trace", "debug", "info", "warn", "error", "critical", "off"}),
            one_of("log.format", log.format, {"text", "json"}),
        }) {
     if (!s.ok()) return s;
+  }
+  auto policy = [](const std::string& where, const RetryPolicySection& p) -> Status {
+    for (const Status& s : {range(where + ".max_attempts", p.max_attempts, 1, 100),
+                            range(where + ".backoff_base_ms", p.backoff_base_ms, 0, 3600000),
+                            range(where + ".backoff_cap_ms", p.backoff_cap_ms, 0, 3600000)}) {
+      if (!s.ok()) return s;
+    }
+    if (p.backoff_cap_ms != 0 && p.backoff_cap_ms < p.backoff_base_ms) {
+      return Status::InvalidArgument(
+          where + ".backoff_cap_ms = " + std::to_string(p.backoff_cap_ms) + " is below " + where +
+          ".backoff_base_ms = " + std::to_string(p.backoff_base_ms) +
+          "; make the cap at least the base, or 0 for no cap");
+    }
+    return Status::Ok();
+  };
+  if (Status s = policy("retry", retry.defaults); !s.ok()) return s;
+  for (const auto& [name, p] : retry.handlers) {
+    if (Status s = policy("retry.handlers." + name, p); !s.ok()) return s;
   }
   if (Status s = validate_security(*this); !s.ok()) return s;
   if (metrics.enabled) {
@@ -536,6 +566,14 @@ engine::EngineLimits DaemonConfig::engine_limits() const {
   l.max_retained_bytes = results.max_bytes;
   l.max_retained_entries = results.max_entries;
   l.cancel_grace = std::chrono::milliseconds(server.cancel_grace_ms);
+  auto policy = [](const RetryPolicySection& p) {
+    return engine::RetryPolicy{static_cast<std::uint32_t>(p.max_attempts),
+                               std::chrono::milliseconds(p.backoff_base_ms),
+                               std::chrono::milliseconds(p.backoff_cap_ms)};
+  };
+  l.retry = policy(retry.defaults);
+  for (const auto& [name, p] : retry.handlers) l.handler_retry.emplace_back(name, policy(p));
+  l.max_scheduled_jobs = retry.max_scheduled_jobs;
   return l;
 }
 
@@ -565,6 +603,8 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
     return Status::InvalidArgument(os.str());
   }
   std::vector<std::pair<std::string, std::string>> plugin_config;
+  // [retry.handlers.NAME]: max_attempts, backoff_base_ms, backoff_cap_ms as set.
+  std::map<std::string, std::array<std::optional<std::uint64_t>, 3>> retry_overrides;
   const std::map<std::string, std::map<std::string, Reader>> sections = {
       {"server",
        {{"listen", str(c.server.listen)},
@@ -617,6 +657,42 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
            }
            return "";
          }}}},
+      {"retry",
+       {{"max_attempts", u64(c.retry.defaults.max_attempts)},
+        {"backoff_base_ms", u64(c.retry.defaults.backoff_base_ms)},
+        {"backoff_cap_ms", u64(c.retry.defaults.backoff_cap_ms)},
+        {"max_scheduled_jobs", u64(c.retry.max_scheduled_jobs)},
+        {"handlers",
+         [&retry_overrides](const toml::node& n, const std::string& key) -> std::string {
+           const auto* t = n.as_table();
+           if (t == nullptr) return key + " must be a table of [retry.handlers.NAME] tables";
+           for (const auto& [name, v] : *t) {
+             const std::string where = key + "." + std::string(name.str());
+             const auto* h = v.as_table();
+             if (h == nullptr) {
+               return where + " must be a table (max_attempts, backoff_base_ms, backoff_cap_ms)";
+             }
+             // Unset keys take the [retry] values, once the whole section is
+             // read (below): [retry]'s own keys may come after this table.
+             auto& p = retry_overrides[std::string(name.str())];
+             const std::map<std::string, Reader> keys = {{"max_attempts", opt_u64(p[0])},
+                                                         {"backoff_base_ms", opt_u64(p[1])},
+                                                         {"backoff_cap_ms", opt_u64(p[2])}};
+             for (const auto& [k, hv] : *h) {
+               auto it = keys.find(std::string(k.str()));
+               if (it == keys.end()) {
+                 return "unknown key " + where + "." + std::string(k.str()) +
+                        "; the keys of a handler's retry policy are: backoff_base_ms, "
+                        "backoff_cap_ms, max_attempts";
+               }
+               if (std::string err = it->second(hv, where + "." + std::string(k.str()));
+                   !err.empty()) {
+                 return err;
+               }
+             }
+           }
+           return "";
+         }}}},
       {"results",
        {{"retention_ms", u64(c.results.retention_ms)},
         {"max_bytes", u64(c.results.max_bytes)},
@@ -646,6 +722,11 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
     }
   }
   c.plugins.config = std::move(plugin_config);
+  for (const auto& [name, o] : retry_overrides) {
+    const RetryPolicySection& d = c.retry.defaults;
+    c.retry.handlers[name] = {o[0].value_or(d.max_attempts), o[1].value_or(d.backoff_base_ms),
+                              o[2].value_or(d.backoff_cap_ms)};
+  }
   return c;
 }
 

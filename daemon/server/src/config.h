@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,20 @@ struct ResultsSection {
   std::uint64_t max_entries = 100000;
 };
 
+// Retries for requests that leave max_attempts / backoff_*_ms at 0
+// (docs/configuration.md, [retry]); [retry.handlers.NAME] overrides them for
+// one handler.
+struct RetryPolicySection {
+  std::uint64_t max_attempts = 1;
+  std::uint64_t backoff_base_ms = 1000;
+  std::uint64_t backoff_cap_ms = 60000;
+};
+struct RetrySection {
+  RetryPolicySection defaults;
+  std::map<std::string, RetryPolicySection> handlers;
+  std::uint64_t max_scheduled_jobs = 100000;  // delayed jobs waiting at once
+};
+
 struct LogSection {
   std::string level = "info";   // trace, debug, info, warn, error, critical, off
   std::string format = "text";  // text or json
@@ -142,6 +157,7 @@ struct DaemonConfig {
   PoolSection pool;
   PluginsSection plugins;
   ResultsSection results;
+  RetrySection retry;
   LogSection log;
   MetricsSection metrics;
 

@@ -66,6 +66,8 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
     j.result_store_bytes = e.retained_bytes;
     j.result_store_expired = e.expired;
     j.handlers_running_after_end = e.running_after_end;
+    j.retried = e.retried;
+    j.scheduled = e.scheduled;
     j.draining = e.draining;
   }
   if (v.host != nullptr) {

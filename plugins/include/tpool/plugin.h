@@ -76,8 +76,8 @@ typedef enum tpool_status {
    * own; PERMANENT, INVALID_INPUT, INPUT_TOO_LARGE, OUTPUT_TOO_LARGE and
    * UNKNOWN_HANDLER fail it at once, whatever attempts are left. An older
    * host (ABI 1.0) reports both new values as a plain failure. */
-  TPOOL_STATUS_RETRY = 9,             /* a transient failure: run the job again if it may */
-  TPOOL_STATUS_PERMANENT = 10         /* fail the job now: running it again cannot help */
+  TPOOL_STATUS_RETRY = 9,     /* a transient failure: run the job again if it may */
+  TPOOL_STATUS_PERMANENT = 10 /* fail the job now: running it again cannot help */
 } tpool_status;
 
 typedef enum tpool_lane {

@@ -58,8 +58,8 @@ TEST_F(Rpc, ListHandlersNamesEveryExamplePlugin) {
   ASSERT_TRUE(d().jobs().ListHandlers(&ctx, {}, &reply).ok());
   std::vector<std::string> names;
   for (const auto& h : reply.handlers()) names.push_back(h.name());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"echo", "fail", "fail_throw", "fanout", "hash", "sleep"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"echo", "fail", "fail_throw", "fanout", "flaky",
+                                             "hash", "sleep"}));
   for (const auto& h : reply.handlers()) {
     EXPECT_EQ(h.lane_hint(),
               h.name() == "sleep" ? tpool::v1::LANE_BLOCKING : tpool::v1::LANE_DEFAULT);
@@ -264,6 +264,77 @@ TEST_F(Rpc, SubmitWaitGetCancel) {
   EXPECT_EQ(d().jobs().Wait(&c9, w, &r).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// Issue 17, items 4 and 5, through the real daemon and the example "flaky"
+// handler: a retried job, a permanently failing one, a delayed one.
+TEST_F(Rpc, RetriesAndDelayedJobs) {
+  // Fails twice (TPOOL_STATUS_RETRY), then succeeds on its third attempt.
+  auto flaky = job("flaky", "2");
+  flaky.set_max_attempts(3);
+  JobResult r;
+  ASSERT_TRUE(execute(flaky, r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
+  EXPECT_EQ(r.output(), "ok on attempt 3");
+  EXPECT_EQ(r.attempts(), 3u);
+
+  // Attempts run out: FAILED, every attempt's message kept, Get shows them.
+  grpc::ClientContext c1;
+  tpool::v1::JobRef ref;
+  flaky.set_payload("5");
+  ASSERT_TRUE(d().jobs().Submit(&c1, flaky, &ref).ok());
+  grpc::ClientContext c2;
+  tpool::v1::WaitRequest w;
+  w.set_job_id(ref.job_id());
+  ASSERT_TRUE(d().jobs().Wait(&c2, w, &r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(r.message(), "flaky: attempt 3 of the first 5 fails (attempt 3 of 3)");
+  grpc::ClientContext c3;
+  tpool::v1::JobStatus st;
+  ASSERT_TRUE(d().jobs().Get(&c3, ref, &st).ok());
+  EXPECT_EQ(st.attempts(), 3u);
+  ASSERT_EQ(st.attempt_messages_size(), 3);
+  EXPECT_EQ(st.attempt_messages(0), "attempt 1: flaky: attempt 1 of the first 5 fails");
+
+  // A permanent failure (INVALID_INPUT) is not retried.
+  flaky.set_payload("x");
+  ASSERT_TRUE(execute(flaky, r).ok());
+  EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(r.attempts(), 1u);
+  EXPECT_NE(r.message().find("not retried"), std::string::npos) << r.message();
+
+  // A delayed job is SCHEDULED until its time; Cancel ends it there.
+  auto later = job("echo", "in an hour");
+  later.set_delay_ms(3600 * 1000);
+  grpc::ClientContext c4;
+  ASSERT_TRUE(d().jobs().Submit(&c4, later, &ref).ok());
+  grpc::ClientContext c5;
+  ASSERT_TRUE(d().jobs().Get(&c5, ref, &st).ok());
+  EXPECT_EQ(st.state(), tpool::v1::JOB_STATE_SCHEDULED);
+  grpc::ClientContext c6;
+  tpool::v1::StatsReply stats;
+  ASSERT_TRUE(d().admin().Stats(&c6, {}, &stats).ok());
+  EXPECT_EQ(stats.daemon().jobs_scheduled(), 1u);
+  EXPECT_GE(stats.daemon().jobs_retried(), 4u);  // 2 + 2 above
+  grpc::ClientContext c7;
+  tpool::v1::CancelReply cr;
+  ASSERT_TRUE(d().jobs().Cancel(&c7, ref, &cr).ok());
+  EXPECT_EQ(cr.state(), tpool::v1::JOB_STATE_CANCELLED);
+
+  // A delay already past runs at once; both delay fields: INVALID_ARGUMENT.
+  auto past = job("echo", "now");
+  past.set_not_before_unix_ms(1000);
+  ASSERT_TRUE(execute(past, r).ok());
+  EXPECT_EQ(r.output(), "now");
+  past.set_delay_ms(10);
+  EXPECT_EQ(execute(past, r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // durable without a store: FAILED_PRECONDITION saying how to turn it on.
+  auto durable = job("echo", "keep me");
+  durable.set_durable(true);
+  grpc::Status s = execute(durable, r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("[store] path"), std::string::npos) << s.error_message();
+}
+
 TEST_F(Rpc, SubmitBatchAnswersEachItem) {
   tpool::v1::JobBatch batch;
   *batch.add_jobs() = job("echo", "one", 1);
@@ -327,7 +398,7 @@ TEST_F(Rpc, StatsReloadAndHealth) {
   grpc::ClientContext c2;
   tpool::v1::ReloadPluginsReply reload;
   ASSERT_TRUE(d().admin().ReloadPlugins(&c2, {}, &reload).ok());
-  EXPECT_EQ(reload.handlers_size(), 6);
+  EXPECT_EQ(reload.handlers_size(), 7);  // the examples' handlers (docs/plugins.md)
   JobResult r;
   ASSERT_TRUE(execute(job("echo", "after reload"), r).ok());
 

@@ -85,6 +85,8 @@ const char* const kFamilies[] = {
     "tpoold_jobs_rejected_total",
     "tpoold_jobs_deduplicated_total",
     "tpoold_jobs_in_progress",
+    "tpoold_jobs_retried_total",
+    "tpoold_jobs_scheduled",
     "tpoold_result_store_entries",
     "tpoold_result_store_bytes",
     "tpoold_result_store_expired_total",

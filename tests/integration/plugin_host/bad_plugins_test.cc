@@ -82,7 +82,7 @@ TEST_F(BadPluginTest, AbiMajorMismatchNamesBothVersions) {
   LoadError e = load_one_error();
   EXPECT_EQ(e.kind, LoadErrorKind::kAbiMajorMismatch);
   EXPECT_EQ(e.message, path("abi_major.so") +
-                           " was built against plugin ABI 2.0 but this tpoold speaks ABI 1.0 and "
+                           " was built against plugin ABI 2.0 but this tpoold speaks ABI 1.1 and "
                            "major versions must match: rebuild the plugin against the "
                            "tpool/plugin.h shipped with this tpoold, or run a tpoold whose ABI "
                            "major is 2");
@@ -95,8 +95,8 @@ TEST_F(BadPluginTest, AbiMinorNewerThanTheHostNamesBothVersions) {
   EXPECT_EQ(e.kind, LoadErrorKind::kAbiMinorNewer);
   EXPECT_EQ(e.plugin, "abi_minor_newer");
   EXPECT_EQ(e.message, path("abi_minor_newer.so") +
-                           " (plugin 'abi_minor_newer') was built against plugin ABI 1.1, newer "
-                           "than this tpoold's ABI 1.0: it may use host functions this tpoold "
+                           " (plugin 'abi_minor_newer') was built against plugin ABI 1.2, newer "
+                           "than this tpoold's ABI 1.1: it may use host functions this tpoold "
                            "lacks; upgrade tpoold, or rebuild the plugin against the "
                            "tpool/plugin.h shipped with this tpoold");
   expect_good_ones_serve();
@@ -220,7 +220,7 @@ TEST_F(BadPluginTest, EntryRefusingTheHostIsReportedWithItsLogLine) {
   EXPECT_EQ(e.kind, LoadErrorKind::kEntryRefused);
   EXPECT_EQ(e.message, path("refuse.so") +
                            ": tpool_plugin_entry returned NULL (the plugin refused this host, ABI "
-                           "1.0; see its log lines above for why)");
+                           "1.1; see its log lines above for why)");
   bool attributed = false;
   for (const auto& l : log_.lines()) {
     attributed = attributed || (l.plugin == "refuse.so" && l.level == LogLevel::kError &&

@@ -45,7 +45,7 @@ class ExamplesTest : public ::testing::Test {
   std::unique_ptr<Host> host_;
 };
 
-TEST_F(ExamplesTest, AllSixLoadWithTheirLanes) {
+TEST_F(ExamplesTest, TheSixPluginsLoadTheirSevenHandlersWithTheirLanes) {
   std::vector<std::string> names;
   for (const auto& h : host_->list()) {
     names.push_back(h.name);
@@ -53,8 +53,8 @@ TEST_F(ExamplesTest, AllSixLoadWithTheirLanes) {
     EXPECT_FALSE(h.description.empty()) << h.name;
     EXPECT_EQ(h.plugin_version, "1.0.0") << h.name;
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"echo", "fail", "fail_throw", "fanout", "hash", "sleep"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"echo", "fail", "fail_throw", "fanout", "flaky",
+                                             "hash", "sleep"}));
   EXPECT_TRUE(host_->load_errors().empty());
   EXPECT_EQ(host_->counters().plugins_loaded, 6u);
 }
@@ -100,6 +100,16 @@ TEST_F(ExamplesTest, FailReturnsItsMessage) {
   EXPECT_EQ(r.plugin_status, TPOOL_STATUS_ERROR);
   EXPECT_EQ(r.message, "fail: disk on fire");
   EXPECT_EQ(run("fail", "").message, "fail: requested failure");
+}
+
+TEST_F(ExamplesTest, FlakyAsksForARetryUntilItsAttemptIsPastItsInput) {
+  // The host's own test services report attempt 1 (plugin_host::JobServices).
+  auto r = run("flaky", "1");
+  EXPECT_EQ(r.code, JobCode::kRetry);
+  EXPECT_EQ(r.plugin_status, TPOOL_STATUS_RETRY);
+  EXPECT_EQ(r.message, "flaky: attempt 1 of the first 1 fails");
+  EXPECT_EQ(run("flaky", "0").output, "ok on attempt 1");
+  EXPECT_EQ(run("flaky", "two").code, JobCode::kInvalidInput);
 }
 
 TEST_F(ExamplesTest, FailThrowsExceptionBecomesAFailedResultAndTheHostKeepsWorking) {

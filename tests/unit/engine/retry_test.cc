@@ -232,14 +232,29 @@ TEST_F(Retry, TheSchedulersBoundRefusesDelayedJobsButNeverARetry) {
   engine().begin_drain();  // ends "a"
 }
 
+TEST_F(Retry, FieldsLeftAtZeroTakeTheHandlersPolicyThenTheDefault) {
+  EngineLimits l = BenchOptions::test_limits();
+  l.retry = {2, 0ms, 0ms};
+  l.handler_retry.emplace_back("flaky", RetryPolicy{4, 0ms, 0ms});
+  BenchOptions o;
+  o.limits = l;
+  start(std::move(o));
+  // flaky's own policy: 4 attempts, so failing 3 succeeds.
+  Recorder::Call c = finish(flaky("3", 0));
+  EXPECT_EQ(c.state, JobState::kSucceeded) << c.message;
+  EXPECT_EQ(c.output, "ok on attempt 4");
+  // A request's own value wins over the policy.
+  c = finish(flaky("3", 1));
+  EXPECT_EQ(c.state, JobState::kFailed);
+  // Another handler takes [retry]: "fail" fails both of its 2 attempts.
+  JobSpec f = spec("fail", "1:still broken");
+  c = finish(std::move(f));
+  EXPECT_EQ(c.message, "still broken (attempt 2 of 2)");
+}
+
 TEST_F(Retry, BadRetryAndDelayFieldsAreRefusedWithTheValue) {
   start_manual();
-  JobSpec zero = flaky("0", 0);
-  Engine::SubmitResult r = submit(std::move(zero));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error->code, ErrorCode::kInvalidArgument);
-  EXPECT_NE(r.error->message.find("max_attempts is 0"), std::string::npos) << r.error->message;
-  r = submit(flaky("0", 101));
+  Engine::SubmitResult r = submit(flaky("0", 101));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error->message.find("use 1 to 100"), std::string::npos) << r.error->message;
   r = submit(flaky("0", 3, 2000ms, 1000ms));

@@ -145,6 +145,8 @@ TEST(Collector, EverySnapshotFieldFeedsItsOwnSeries) {
   j.result_store_bytes = 19;
   j.result_store_expired = 20;
   j.handlers_running_after_end = 21;
+  j.retried = 22;
+  j.scheduled = 23;
   j.draining = true;
   PluginsSnapshot& p = s.plugins.emplace();
   p.plugins_loaded = 31;
@@ -186,6 +188,8 @@ TEST(Collector, EverySnapshotFieldFeedsItsOwnSeries) {
       {"tpoold_result_store_bytes", 19},
       {"tpoold_result_store_expired_total", 20},
       {"tpoold_handlers_running_after_end", 21},
+      {"tpoold_jobs_retried_total", 22},
+      {"tpoold_jobs_scheduled", 23},
       {"tpoold_draining", 1},
       {"tpoold_plugins_loaded", 31},
       {"tpoold_handlers_registered", 32},

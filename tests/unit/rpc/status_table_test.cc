@@ -262,3 +262,57 @@ TEST_F(RpcStatus, CancelledWhenTheClientCancelsAWait) {
 
 }  // namespace
 }  // namespace tpool::rpc::testing
+
+namespace tpool::rpc::testing {
+namespace {
+
+// JobRequest's retry, delay and durable fields as the engine receives them
+// (issue 17; docs/api.md, "Retries and delayed jobs").
+TEST(RpcToSpec, RetryDelayAndDurableFields) {
+  const auto no_deadline = std::chrono::system_clock::time_point::max();
+  tpool::v1::JobRequest req;
+  req.set_handler("echo");
+  engine::JobSpec spec;
+  ASSERT_FALSE(to_spec(req, no_deadline, true, spec).has_value());
+  EXPECT_EQ(spec.max_attempts, 0u);  // 0: the handler's default, resolved by the engine
+  EXPECT_EQ(spec.delay, std::chrono::milliseconds(0));
+
+  req.set_max_attempts(4);
+  req.set_backoff_base_ms(100);
+  req.set_backoff_cap_ms(900);
+  req.set_delay_ms(2500);
+  spec = {};
+  ASSERT_FALSE(to_spec(req, no_deadline, true, spec).has_value());
+  EXPECT_EQ(spec.max_attempts, 4u);
+  EXPECT_EQ(spec.backoff_base, std::chrono::milliseconds(100));
+  EXPECT_EQ(spec.backoff_cap, std::chrono::milliseconds(900));
+  EXPECT_EQ(spec.delay, std::chrono::milliseconds(2500));
+
+  req.set_not_before_unix_ms(1);  // both set
+  auto err = to_spec(req, no_deadline, true, spec);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code, engine::ErrorCode::kInvalidArgument);
+  EXPECT_NE(err->message.find("set one"), std::string::npos);
+
+  req.set_delay_ms(0);  // a time in the past runs at once
+  spec = {};
+  ASSERT_FALSE(to_spec(req, no_deadline, true, spec).has_value());
+  EXPECT_EQ(spec.delay, std::chrono::milliseconds(0));
+  const auto in_a_minute = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()) +
+                           std::chrono::minutes(1);
+  req.set_not_before_unix_ms(static_cast<std::uint64_t>(in_a_minute.count()));
+  spec = {};
+  ASSERT_FALSE(to_spec(req, no_deadline, true, spec).has_value());
+  EXPECT_GT(spec.delay, std::chrono::seconds(50));
+  EXPECT_LE(spec.delay, std::chrono::minutes(1));
+
+  req.set_durable(true);  // no store in this build of the daemon
+  err = to_spec(req, no_deadline, true, spec);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->code, engine::ErrorCode::kFailedPrecondition);
+  EXPECT_NE(err->message.find("[store] path"), std::string::npos) << err->message;
+}
+
+}  // namespace
+}  // namespace tpool::rpc::testing

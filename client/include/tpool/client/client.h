@@ -105,6 +105,7 @@ enum class JobState {
   kFailed = 4,
   kCancelled = 5,
   kTimedOut = 6,
+  kScheduled = 7,  // waiting for its time: a delay, or a retry's backoff
 };
 // "SUCCEEDED", "FAILED", ... (the proto names without the JOB_STATE_ prefix).
 const char* to_string(JobState s) noexcept;
@@ -122,6 +123,13 @@ struct Job {
   std::map<std::string, std::string> labels{};
   // submit_batch and stream: copied into the result to match it.
   std::uint64_t tag = 0;
+  // Retries (docs/api.md, "Retries and delayed jobs"): the most attempts (0:
+  // one) and the backoff's base and cap (full jitter).
+  std::uint32_t max_attempts = 0;
+  std::chrono::milliseconds backoff_base{0};
+  std::chrono::milliseconds backoff_cap{0};
+  // Run the first attempt this long after acceptance (JOB_STATE_SCHEDULED until then).
+  std::chrono::milliseconds delay{0};
 };
 
 // The end of a job (tpool.v1.JobResult).
@@ -134,7 +142,8 @@ struct JobResult {
   int code = 0;  // stream items rejected before becoming a job: their status code
   std::chrono::microseconds wait{0};
   std::chrono::microseconds run{0};
-  std::string replica;  // the replica that ran it (empty for stream items rejected up front)
+  std::string replica;         // the replica that ran it (empty for stream items rejected up front)
+  std::uint32_t attempts = 0;  // attempts that started (> 1: retried)
   bool succeeded() const noexcept { return state == JobState::kSucceeded; }
 };
 
@@ -166,6 +175,8 @@ struct JobStatus {
   std::string message;
   std::map<std::string, std::string> labels{};
   std::uint64_t accepted_unix_ms = 0;
+  std::uint32_t attempts = 0;
+  std::vector<std::string> attempt_messages{};  // each ended attempt's, oldest first
 };
 
 struct HandlerInfo {

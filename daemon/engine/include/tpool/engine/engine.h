@@ -58,6 +58,13 @@ struct Expected {
   bool ok() const noexcept { return !error.has_value(); }
 };
 
+// The retry fields a request left at 0 take these (config [retry]).
+struct RetryPolicy {
+  std::uint32_t max_attempts = 1;
+  std::chrono::milliseconds backoff_base{0};
+  std::chrono::milliseconds backoff_cap{0};
+};
+
 struct EngineLimits {
   std::size_t max_payload_bytes = 1u << 20;
   std::size_t max_inflight_jobs = 65536;
@@ -86,6 +93,10 @@ struct EngineLimits {
   std::uint32_t max_attempts = 100;
   std::chrono::milliseconds max_delay{std::chrono::hours(24 * 30)};
   std::size_t max_scheduled_jobs = 100000;
+  // The defaults for requests that leave max_attempts or a backoff at 0,
+  // and per handler name ([retry] and [retry.handlers.NAME]).
+  RetryPolicy retry;
+  std::vector<std::pair<std::string, RetryPolicy>> handler_retry;  // few: searched in order
   // The retry backoff's jitter, uniform in [0, 1); nullptr: a per-thread
   // PRNG. Tests fix it to check the schedule exactly.
   double (*jitter)() = nullptr;
@@ -310,6 +321,8 @@ class Engine {
   void on_job_final(Job& job);  // accounting and retention once a job ended
   Clock::time_point now() const noexcept;
   std::optional<Error> validate(const JobSpec& spec) const;
+  // The retry fields spec left at 0 from the handler's policy (or [retry]'s).
+  void apply_retry_defaults(JobSpec& spec) const;
   std::vector<plugin_host::InvokeResult> run_children(Job& parent, std::string_view handler,
                                                       std::span<const std::string_view> inputs);
   // (E4) the worker's side: the job is running on this thread / has left it.

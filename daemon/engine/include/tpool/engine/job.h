@@ -89,10 +89,12 @@ struct JobSpec {
   // an idempotency key is always retained.
   bool retain = false;
   std::uint64_t tag = 0;  // the client's correlation tag (Stream), carried through
-  // Retries (scheduler.h): the most attempts (>= 1; 1 = no retry), and the
+  // Retries (scheduler.h): the most attempts (1 = no retry), and the
   // backoff before attempt n+1: uniform in [0, min(cap, base * 2^(n-1))]
-  // ("full jitter"). base 0: the next attempt is queued at once.
-  std::uint32_t max_attempts = 1;
+  // ("full jitter"). base 0: the next attempt is queued at once. A field
+  // left at 0 takes the handler's policy (EngineLimits::retry,
+  // handler_retry) at admission, so max_attempts is >= 1 from then on.
+  std::uint32_t max_attempts = 0;
   std::chrono::milliseconds backoff_base{0};
   std::chrono::milliseconds backoff_cap{0};
   // A delayed job: the first attempt is queued this long after acceptance

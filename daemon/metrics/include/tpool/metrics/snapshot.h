@@ -46,6 +46,8 @@ struct JobsSnapshot {
   std::uint64_t result_store_bytes = 0;
   std::uint64_t result_store_expired = 0;
   std::uint64_t handlers_running_after_end = 0;
+  std::uint64_t retried = 0;    // failed attempts followed by another
+  std::uint64_t scheduled = 0;  // waiting for their time (delay, backoff)
   bool draining = false;
 };
 

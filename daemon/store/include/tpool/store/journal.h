@@ -73,12 +73,12 @@ struct JobRecord {
   std::string payload;
   std::string idempotency_key;  // empty: none
   std::vector<std::pair<std::string, std::string>> labels;
-  std::uint32_t lane = 0;          // the engine's lane value, opaque here
-  std::uint64_t timeout_ms = 0;    // the request's own limit, 0 = none
+  std::uint32_t lane = 0;        // the engine's lane value, opaque here
+  std::uint64_t timeout_ms = 0;  // the request's own limit, 0 = none
   std::int64_t accepted_unix_ms = 0;
   std::int64_t not_before_unix_ms = 0;  // delayed / backoff: run at or after
-  std::uint32_t attempt = 0;       // attempts started so far
-  std::uint32_t max_attempts = 1;  // >= 1
+  std::uint32_t attempt = 0;            // attempts started so far
+  std::uint32_t max_attempts = 1;       // >= 1
   std::uint32_t backoff_base_ms = 0;
   std::uint32_t backoff_cap_ms = 0;
   RecordState state = RecordState::kQueued;
@@ -91,7 +91,7 @@ struct JobRecord {
 };
 
 struct JournalOptions {
-  std::string path;  // the database file; its directory must exist and be writable
+  std::string path;              // the database file; its directory must exist and be writable
   std::size_t max_batch = 1024;  // records per transaction at most (J2)
   // Ended jobs are deleted this long after they ended (expire()).
   std::chrono::milliseconds retention{300000};
@@ -107,19 +107,19 @@ struct ListFilter {
 };
 
 struct JournalStats {
-  std::uint64_t commits = 0;           // successful transactions
-  std::uint64_t records_committed = 0; // writes in them
-  std::uint64_t commit_errors = 0;     // failed transactions
-  std::uint64_t file_bytes = 0;        // database + WAL on disk
-  std::uint64_t pending = 0;           // jobs not final (queued, scheduled, running)
-  std::uint64_t scheduled = 0;         // of which kScheduled
-  std::uint64_t expired = 0;           // ended jobs deleted by retention, ever
+  std::uint64_t commits = 0;            // successful transactions
+  std::uint64_t records_committed = 0;  // writes in them
+  std::uint64_t commit_errors = 0;      // failed transactions
+  std::uint64_t file_bytes = 0;         // database + WAL on disk
+  std::uint64_t pending = 0;            // jobs not final (queued, scheduled, running)
+  std::uint64_t scheduled = 0;          // of which kScheduled
+  std::uint64_t expired = 0;            // ended jobs deleted by retention, ever
   // The last commits' latencies (seconds) and sizes since the previous call,
   // for the metrics exporter's histograms (drained by take_commit_samples()).
 };
 
 struct CommitSample {
-  double seconds;        // BEGIN to COMMIT returned
+  double seconds;         // BEGIN to COMMIT returned
   std::uint32_t records;  // writes in the transaction
 };
 
@@ -131,7 +131,9 @@ class Journal {
   // migrates its schema to the current version, reads the pending jobs and
   // the id floor, and starts the writer thread. Errors, each naming the file
   // and what to do: the directory missing or not writable (kIoError); not a
-  // database or failing PRAGMA integrity_check (kCorruption); a schema
+  // database or failing PRAGMA quick_check (kCorruption: integrity_check
+  // less its index-against-table cross-check, which would make every start
+  // O(rows x indexes); schema.cc); a schema
   // version newer than this build knows (kFailedPrecondition). It never
   // starts fresh over a file it cannot read.
   static Result<std::unique_ptr<Journal>> open(JournalOptions options);
@@ -165,7 +167,11 @@ class Journal {
   void append_requeued(std::uint64_t id, std::uint32_t attempt, std::uint32_t max_attempts,
                        Committed done = {});
   // Blocks until everything appended before the call is committed (or
-  // failed); its Status is the first failure among them.
+  // failed); its Status is the first failure among them. A failure is
+  // reported by one flush(): the first one called after the failed write was
+  // appended (a later flush() does not report it again; the write's own
+  // callback and healthy() did). Called from a Committed callback it would
+  // deadlock (J4), so there it returns kFailedPrecondition at once instead.
   Status flush();
 
   // Reads (J8).
@@ -182,6 +188,11 @@ class Journal {
   std::vector<CommitSample> take_commit_samples();
   const std::string& path() const noexcept;
 
+  // For tests (J5): the next n transactions fail at COMMIT as if the disk had
+  // refused the write (SQLITE_IOERR, or SQLITE_FULL with disk_full): they are
+  // rolled back through the same path as a real failure.
+  void inject_commit_failures_for_testing(int n, bool disk_full = false);
+
  private:
   struct Impl;
   explicit Journal(std::unique_ptr<Impl> impl);
@@ -190,5 +201,11 @@ class Journal {
 
 // The schema version this build writes (PRAGMA user_version).
 inline constexpr int kSchemaVersion = 2;
+
+// The SQL that takes a file from schema version - 1 to version (1: the first
+// schema, from an empty file), for 1 <= version <= kSchemaVersion; empty
+// otherwise. Each step is history: it is never edited once released, a change
+// is a new step (docs/store.md). Tests build a version 1 file with it.
+std::string_view schema_step_sql(int version) noexcept;
 
 }  // namespace tpool::store

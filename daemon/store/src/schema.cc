@@ -12,6 +12,7 @@
 // been read as a database of a version this build knows and has passed
 // PRAGMA quick_check. A file tpoold cannot read is reported and left as it
 // was, never started over.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -234,8 +235,25 @@ Status file_error(const std::string& path, const char* what, int rc, const std::
   }
 }
 
+// A new journal is created 0600 before SQLite opens it: it holds payloads
+// and outputs, and SQLite gives the -wal and -shm files the database's mode
+// (its own default would be 0644 less the umask).
+Status create_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    return Status::Ok();
+  }
+  const int err = errno;
+  if (err == EEXIST) return Status::Ok();  // there already: checked as it is
+  return Status::IoError("could not create the store file " + path + ": " + std::strerror(err) +
+                         ": check that this user (uid " + uid_text() +
+                         ") can write its directory, or set [store] path");
+}
+
 Result<Db> open_write_connection(const std::string& path) {
   if (Status s = check_directory(path); !s.ok()) return s;
+  if (Status s = create_private(path); !s.ok()) return s;
   auto opened = open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "open");
   if (!opened.ok()) return opened.status();
   Db db = std::move(opened).value();

@@ -22,6 +22,21 @@ TEST(JournalOpen, BadOptionsAreRefused) {
   EXPECT_EQ(Journal::open(o).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A new journal holds payloads: it and its -wal and -shm are the user's alone.
+TEST(JournalOpen, ANewJournalIsPrivateToItsUser) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  const mode_t old_mask = ::umask(022);
+  auto j = open_ok(o);
+  ::umask(old_mask);
+  ASSERT_TRUE(j);
+  for (const std::string& f : {o.path, o.path + "-wal", o.path + "-shm"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(f.c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+}
+
 TEST(JournalOpen, AMissingDirectoryIsAnIoErrorNamingIt) {
   TempDir dir;
   const std::string missing = dir.file("not-there");

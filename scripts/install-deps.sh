@@ -13,6 +13,9 @@ BUILD=(
   g++ cmake ninja-build pkg-config ccache make git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libspdlog-dev libsystemd-dev libtomlplusplus-dev libssl-dev
+  # daemon/store: the durable journal (docs/store.md); its tests use the
+  # library too, not the sqlite3 command-line tool.
+  libsqlite3-dev
   dpkg-dev file
 )
 # clang 14 builds the tsa and fuzz presets; libclang-rt-14-dev holds libFuzzer

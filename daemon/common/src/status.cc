@@ -16,6 +16,12 @@ std::string_view to_string(StatusCode code) noexcept {
       return "shutdown";
     case StatusCode::kStaleHandle:
       return "stale handle";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
   }
   return "unknown";
 }

@@ -9,8 +9,8 @@ arrow:
 
 The table RULES below is the machine-readable copy of the "Arrows" table in
 docs/architecture.md: change both together. A new folder under daemon/ (the
-store, isolation or security components to come) fails the check until it has
-a row here and an arrow there.
+isolation component to come) fails the check until it has a row here and an
+arrow there.
 
 Usage: check_layers.py [--root DIR]   check the tree at DIR (default: this repo)
        check_layers.py --self-test    check that each kind of broken arrow is caught
@@ -52,10 +52,15 @@ RULES: dict[str, Rule] = {
                          COMMON_LINKS | {"tpool::common", "tpool::plugin_sdk", "${CMAKE_DL_LIBS}"},
                          "loads plugins through the C ABI; shares only tpool::common "
                          "with the pool"),
-    "engine": _rule("daemon/engine", {"common", "pool", "plugin_host", "plugins", "engine"},
+    "store": _rule("daemon/store", {"common", "store"}, {"sqlite"},
+                   COMMON_LINKS | {"tpool::common", "SQLite::SQLite3"},
+                   "the durable journal: standard C++ and libsqlite3, knows records, not the "
+                   "engine's Jobs"),
+    "engine": _rule("daemon/engine",
+                    {"common", "pool", "plugin_host", "plugins", "engine", "store"},
                     {"spdlog"},
                     COMMON_LINKS | {"tpool::common", "tpool::pool", "tpool::plugin_host",
-                                    "spdlog::spdlog"},
+                                    "tpool::store", "spdlog::spdlog"},
                     "the product's job rules: no protocol (gRPC, protobuf) and no Prometheus"),
     "rpc": _rule("daemon/rpc", {"common", "engine", "rpc", "proto", "security"},
                  {"grpc", "spdlog"},
@@ -71,10 +76,11 @@ RULES: dict[str, Rule] = {
                      "dlopen()s its CivetWeb OpenSSL shims (OpenSSL: the shims alone)"),
     "server": _rule("daemon/server",
                     {"common", "pool", "plugin_host", "engine", "rpc", "metrics", "proto",
-                     "security"},
+                     "security", "store"},
                     {"grpc", "spdlog", "toml", "systemd", "openssl"},
                     COMMON_LINKS | {"tpool::common", "tpool::pool", "tpool::plugin_host",
-                                    "tpool::engine", "tpool::rpc", "tpool::metrics", "tpool::proto",
+                                    "tpool::engine", "tpool::store", "tpool::rpc",
+                                    "tpool::metrics", "tpool::proto",
                                     "tpool::security", "OpenSSL::SSL", "OpenSSL::Crypto",
                                     "tpool::server_config", "gRPC::grpc++",
                                     "gRPC::grpc++_reflection", "spdlog::spdlog",
@@ -109,6 +115,7 @@ TPOOL_PREFIXES = [
     ("tpool/v1/", "proto"),
     ("tpool/client/", "client"),
     ("tpool/security/", "security"),
+    ("tpool/store/", "store"),
 ]
 
 # Third-party header families, by the first part of the path.
@@ -121,6 +128,10 @@ EXTERNAL_PREFIXES = [
     ("toml++/", "toml"),
     ("systemd/", "systemd"),
     ("openssl/", "openssl"),
+    # SQLite's headers sit at the top of the include path (<sqlite3.h>), where
+    # the system headers are too: matched by name, before the system check.
+    ("sqlite3.h", "sqlite"),
+    ("sqlite3ext.h", "sqlite"),
 ]
 
 # System headers: the C++ and C standard libraries and POSIX/Linux.
@@ -329,13 +340,18 @@ MUTANTS = [
      {"daemon/pool/src/x.cc": "#include <boost/intrusive.hpp>\n"},
      "a third-party header this check does not know"),
     ("a tpool/ header of no component",
-     {"daemon/pool/src/x.cc": '#include "tpool/store/store.h"\n'},
+     {"daemon/pool/src/x.cc": '#include "tpool/isolation/lane.h"\n'},
      "a tpool/ header of no known component"),
     ("a relative include out of the folder",
      {"daemon/metrics/src/x.cc": '#include "../../pool/src/pool_internal.h"\n'},
      "a file outside daemon/metrics"),
-    ("a folder with no arrows", {"daemon/store/src/store.cc": "#include <string>\n"},
-     "daemon/store: a component with no arrows"),
+    ("a folder with no arrows", {"daemon/isolation/src/lane.cc": "#include <string>\n"},
+     "daemon/isolation: a component with no arrows"),
+    ("the engine includes SQLite", {"daemon/engine/src/x.cc": "#include <sqlite3.h>\n"},
+     "engine includes sqlite3.h (sqlite)"),
+    ("the store includes the engine",
+     {"daemon/store/src/x.cc": '#include "tpool/engine/job.h"\n'},
+     "store includes tpool/engine/job.h (engine)"),
 ]
 
 

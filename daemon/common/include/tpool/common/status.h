@@ -20,6 +20,10 @@ enum class StatusCode : std::uint8_t {
   kTimeout,          // a blocking call's timeout expired
   kShutdown,         // the pool is shutting down or stopped: no new work is accepted
   kStaleHandle,      // the handle's generation no longer matches its descriptor
+  // Appended for the durable store (issue 17); append only, never renumber.
+  kIoError,             // a read or write of a file failed (disk full, permissions, I/O)
+  kCorruption,          // a file's content is not what it must be (not a database, bad pages)
+  kFailedPrecondition,  // the world is not in a state the call can work with (a newer schema)
 };
 
 std::string_view to_string(StatusCode code) noexcept;
@@ -35,6 +39,11 @@ class [[nodiscard]] Status {
   static Status Timeout(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
   static Status Shutdown(std::string msg) { return {StatusCode::kShutdown, std::move(msg)}; }
   static Status StaleHandle(std::string msg) { return {StatusCode::kStaleHandle, std::move(msg)}; }
+  static Status IoError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
+  static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
+  static Status FailedPrecondition(std::string msg) {
+    return {StatusCode::kFailedPrecondition, std::move(msg)};
+  }
 
   bool ok() const noexcept { return code_ == StatusCode::kOk; }
   StatusCode code() const noexcept { return code_; }

@@ -1,0 +1,512 @@
+// The writer thread and group commit (J2-J5); the rules W1-W5 are in writer.h.
+#include "writer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <utility>
+
+namespace tpool::store::detail {
+
+namespace {
+
+bool is_constraint(int rc) noexcept {
+  return (rc & 0xff) == SQLITE_CONSTRAINT;
+}
+
+constexpr auto kMaxId = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+std::string job_text(std::uint64_t id) {
+  return "job " + std::to_string(id);
+}
+
+}  // namespace
+
+void Writer::Delta::move(int from_state, RecordState to) noexcept {
+  const auto live = [](int s) { return s >= 1 && s <= 3; };  // kQueued..kRunning
+  const int t = static_cast<int>(to);
+  pending += static_cast<int>(live(t)) - static_cast<int>(live(from_state));
+  scheduled += static_cast<int>(t == 2) - static_cast<int>(from_state == 2);
+}
+
+void Writer::Delta::add(const Delta& o) noexcept {
+  pending += o.pending;
+  scheduled += o.scheduled;
+  expired += o.expired;
+  records += o.records;
+}
+
+Writer::Writer(Db db, std::string path, std::size_t max_batch, std::int64_t next_seq,
+               std::uint64_t pending, std::uint64_t scheduled)
+    : path_(std::move(path)),
+      max_batch_(max_batch),
+      db_(std::move(db)),
+      next_seq_(next_seq),
+      pending_(pending),
+      scheduled_(scheduled) {}
+
+Writer::~Writer() {
+  stop();
+}
+
+Status Writer::prepare() {
+  const std::pair<Stmt*, const char*> all[] = {
+      // IMMEDIATE: take the write lock at BEGIN, so a busy database fails the
+      // group before any of it is applied rather than at its first write.
+      {&begin_, "BEGIN IMMEDIATE"},
+      {&commit_, "COMMIT"},
+      {&rollback_, "ROLLBACK"},
+      {&savepoint_, "SAVEPOINT accept"},
+      {&release_, "RELEASE accept"},
+      {&rollback_to_, "ROLLBACK TO accept"},
+      {&insert_job_,
+       "INSERT INTO jobs (id, seq, handler, payload, idempotency_key, lane, timeout_ms, "
+       "accepted_unix_ms, not_before_unix_ms, attempt, max_attempts, backoff_base_ms, "
+       "backoff_cap_ms, state, output, message, ended_unix_ms) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"},
+      {&insert_label_, "INSERT INTO labels (job_id, pos, key, value) VALUES (?1, ?2, ?3, ?4)"},
+      {&insert_message_, "INSERT INTO attempt_messages (job_id, message) VALUES (?1, ?2)"},
+      {&state_of_, "SELECT state FROM jobs WHERE id = ?1"},
+      {&started_, "UPDATE jobs SET state = 3, attempt = ?2 WHERE id = ?1"},
+      {&retry_, "UPDATE jobs SET state = ?2, not_before_unix_ms = ?3 WHERE id = ?1"},
+      {&ended_,
+       "UPDATE jobs SET state = ?2, output = ?3, message = ?4, ended_unix_ms = ?5 WHERE id = ?1"},
+      {&requeued_,
+       "UPDATE jobs SET state = 1, attempt = ?2, max_attempts = ?3, output = x'', message = '', "
+       "ended_unix_ms = 0 WHERE id = ?1"},
+      // (J6) Never decreasing: max() keeps a larger floor already there.
+      {&next_id_, "UPDATE meta SET value = max(value, ?1) WHERE key = 'next_id'"},
+      {&expire_labels_,
+       "DELETE FROM labels WHERE job_id IN "
+       "(SELECT id FROM jobs WHERE state IN (4, 5, 6, 7) AND ended_unix_ms <= ?1)"},
+      {&expire_messages_,
+       "DELETE FROM attempt_messages WHERE job_id IN "
+       "(SELECT id FROM jobs WHERE state IN (4, 5, 6, 7) AND ended_unix_ms <= ?1)"},
+      {&expire_jobs_, "DELETE FROM jobs WHERE state IN (4, 5, 6, 7) AND ended_unix_ms <= ?1"},
+  };
+  for (const auto& [stmt, sql] : all) {
+    if (stmt->prepare(db_, sql) != SQLITE_OK) {
+      return Status::Corruption("the store file " + path_ + " lacks what schema version " +
+                                std::to_string(kSchemaVersion) + " has (SQLite: " + db_.errmsg() +
+                                "): restore it from a backup, or move it aside to start an "
+                                "empty journal");
+    }
+  }
+  return Status::Ok();
+}
+
+void Writer::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Writer::stop() {
+  {
+    MutexLock lk(mu_);
+    stopping_ = true;
+    work_cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Writer::append(Write w) {
+  MutexLock lk(mu_);
+  w.ticket = next_ticket_++;  // (W2) the order of the lock is the order of the writes (J3)
+  queued_records_ += w.records();
+  queue_.push_back(std::move(w));
+  work_cv_.notify_one();  // under mu_: see the wake in writer.h
+}
+
+Status Writer::flush() {
+  // (J4) The writer thread waiting for its own completions would never wake.
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    return Status::FailedPrecondition(
+        "Journal::flush() was called from a Committed callback, on the journal's writer thread, "
+        "where it would wait for itself: flush from another thread");
+  }
+  MutexLock lk(mu_);
+  const std::uint64_t hi = next_ticket_ - 1;
+  const std::uint64_t lo = flush_floor_;  // (W4) this call claims [lo, hi]
+  flush_floor_ = std::max(flush_floor_, hi + 1);
+  const auto waiting = flush_waiting_.insert(lo);
+  while (completed_ < hi) flushed_cv_.wait(lk);  // (W3)
+  Status first;
+  for (const Failure& f : failures_) {
+    if (f.last >= lo && f.first <= hi) {
+      first = f.status;
+      break;
+    }
+  }
+  flush_waiting_.erase(waiting);
+  prune_failures();
+  return first;
+}
+
+void Writer::prune_failures() {
+  // (W4) No flush() can ask about a failure wholly below both the lowest
+  // waiting range and the first unclaimed ticket.
+  std::uint64_t keep_from = flush_floor_;
+  if (!flush_waiting_.empty()) keep_from = std::min(keep_from, *flush_waiting_.begin());
+  while (!failures_.empty() && failures_.front().last < keep_from) failures_.pop_front();
+  while (failures_.size() > kMaxFailures) failures_.pop_front();
+}
+
+bool Writer::healthy() const noexcept {
+  return healthy_.load(std::memory_order_relaxed);  // (W5) a report
+}
+
+void Writer::fill(JournalStats& out) const {
+  MutexLock lk(mu_);
+  out.commits = commits_;
+  out.records_committed = records_committed_;
+  out.commit_errors = commit_errors_;
+  out.pending = pending_;
+  out.scheduled = scheduled_;
+  out.expired = expired_;
+}
+
+std::vector<CommitSample> Writer::take_samples() {
+  MutexLock lk(mu_);
+  std::vector<CommitSample> out(samples_.begin(), samples_.end());
+  samples_.clear();
+  return out;
+}
+
+void Writer::inject_failures(int n, bool disk_full) {
+  MutexLock lk(mu_);
+  inject_left_ = n;
+  inject_full_ = disk_full;
+}
+
+void Writer::run() {
+  MutexLock lk(mu_);
+  for (;;) {
+    while (queue_.empty() && !stopping_) work_cv_.wait(lk);
+    if (queue_.empty()) return;  // stopping, and everything appended is applied
+    Group g = take();
+    lk.unlock();  // (W3) no lock during SQL
+    const Outcome o = commit(g);
+    lk.lock();
+    account(g, o);
+    lk.unlock();  // (J4) nor during callbacks
+    for (std::size_t i = 0; i < g.writes.size(); ++i) {
+      if (g.writes[i].done) g.writes[i].done(o.statuses[i]);
+    }
+    const std::uint64_t last = g.writes.back().ticket;
+    g.writes.clear();  // what the callbacks captured goes before flush() returns
+    lk.lock();
+    completed_ = last;  // (W3)
+    flushed_cv_.notify_all();
+  }
+}
+
+Writer::Group Writer::take() {
+  Group g;
+  if (queued_records_ <= max_batch_) {
+    g.writes.swap(queue_);  // the common case: the whole queue, O(1)
+    g.records = queued_records_;
+  } else {
+    // (W2) The longest prefix within max_batch records, and at least one
+    // write (an accept larger than max_batch goes alone: it is never split).
+    std::size_t n = 0;
+    while (n < queue_.size()) {
+      const std::size_t r = queue_[n].records();
+      if (n > 0 && g.records + r > max_batch_) break;
+      g.records += r;
+      ++n;
+    }
+    g.writes.assign(std::make_move_iterator(queue_.begin()),
+                    std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  queued_records_ -= g.records;
+  if (inject_left_ > 0) {
+    --inject_left_;
+    g.inject = true;
+    g.inject_full = inject_full_;
+  }
+  return g;
+}
+
+void Writer::account(const Group& g, const Outcome& o) {
+  if (o.committed) {
+    ++commits_;
+    records_committed_ += o.delta.records;
+    const auto shift = [](std::uint64_t v, std::int64_t d) {
+      const std::int64_t r = static_cast<std::int64_t>(v) + d;
+      return r < 0 ? std::uint64_t{0} : static_cast<std::uint64_t>(r);
+    };
+    pending_ = shift(pending_, o.delta.pending);
+    scheduled_ = shift(scheduled_, o.delta.scheduled);
+    expired_ += o.delta.expired;
+    samples_.push_back({o.seconds, static_cast<std::uint32_t>(
+                                       std::min<std::uint64_t>(o.delta.records, UINT32_MAX))});
+    if (samples_.size() > kMaxSamples) samples_.pop_front();
+    healthy_.store(true, std::memory_order_relaxed);  // (J5) a commit succeeded
+    // A write refused alone is a failure for flush() too (W4).
+    for (std::size_t i = 0; i < g.writes.size(); ++i) {
+      if (!o.statuses[i].ok()) {
+        failures_.push_back({g.writes[i].ticket, g.writes[i].ticket, o.statuses[i]});
+      }
+    }
+    prune_failures();
+  } else {
+    ++commit_errors_;
+    healthy_.store(false, std::memory_order_relaxed);  // (J5) until a commit succeeds
+    failures_.push_back({g.writes.front().ticket, g.writes.back().ticket, o.statuses.front()});
+    prune_failures();
+  }
+}
+
+std::string Writer::commit_error(int rc, const std::string& errmsg, std::size_t writes) const {
+  std::string s = "the store file " + path_ + " could not commit " + std::to_string(writes) +
+                  (writes == 1 ? " write" : " writes");
+  if ((rc & 0xff) == SQLITE_FULL) {
+    return s + ": the disk is full (SQLite: " + errmsg +
+           "); they were rolled back and are not durable: free space on its filesystem, or set "
+           "[store] path to another one";
+  }
+  return s + " (SQLite: " + errmsg +
+         "); they were rolled back and are not durable: check the disk and the permissions of "
+         "the file, its -wal and its directory";
+}
+
+// (J2) One transaction for the whole group; (J5) any error that is not one
+// write's own rolls all of it back and fails every write in it.
+Writer::Outcome Writer::commit(Group& g) {
+  Outcome o;
+  o.statuses.resize(g.writes.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string err;
+  int rc = step_all(begin_);
+  std::int64_t max_id = 0;
+  for (std::size_t i = 0; rc == SQLITE_OK && i < g.writes.size(); ++i) {
+    rc = apply(g.writes[i], o.statuses[i], o.delta, max_id);
+  }
+  if (rc == SQLITE_OK && max_id > 0) {
+    // (J6) In the accepts' own transaction: the floor is durable with them.
+    StmtScope s(next_id_);
+    s->bind(1, max_id + 1);
+    rc = s->step() == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db_.get());
+  }
+  if (rc == SQLITE_OK && g.inject) {
+    rc = g.inject_full ? SQLITE_FULL : SQLITE_IOERR;
+    err = "injected by inject_commit_failures_for_testing";
+  } else if (rc == SQLITE_OK) {
+    rc = step_all(commit_);  // (J1) synchronous=FULL: the WAL is fsync'd before this returns
+  }
+  if (rc != SQLITE_OK) {
+    if (err.empty()) err = db_.errmsg();
+    // SQLite may have rolled back already (some I/O errors and SQLITE_FULL do).
+    if (sqlite3_get_autocommit(db_.get()) == 0) step_all(rollback_);
+    const Status failed = Status::IoError(commit_error(rc, err, g.writes.size()));
+    std::fill(o.statuses.begin(), o.statuses.end(), failed);
+    o.delta = Delta{};
+    return o;
+  }
+  o.committed = true;
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+int Writer::state_of(std::uint64_t id, int& state) {
+  state = 0;
+  if (id > kMaxId) return SQLITE_OK;
+  StmtScope s(state_of_);
+  s->bind(1, static_cast<std::int64_t>(id));
+  const int rc = s->step();
+  if (rc == SQLITE_ROW) {
+    state = static_cast<int>(s->int64(0));
+    return SQLITE_OK;
+  }
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int Writer::insert_job(const JobRecord& r) {
+  const auto id = static_cast<std::int64_t>(r.id);
+  {
+    StmtScope s(insert_job_);
+    s->bind(1, id);
+    s->bind(2, next_seq_++);  // (J7) acceptance order; gaps (a rolled-back accept) are fine
+    s->bind_text(3, r.handler);
+    s->bind_blob(4, r.payload);
+    s->bind_text(5, r.idempotency_key);
+    s->bind(6, r.lane);
+    s->bind(7, static_cast<std::int64_t>(r.timeout_ms));  // its bit pattern; decode_job undoes it
+    s->bind(8, r.accepted_unix_ms);
+    s->bind(9, r.not_before_unix_ms);
+    s->bind(10, r.attempt);
+    s->bind(11, r.max_attempts);
+    s->bind(12, r.backoff_base_ms);
+    s->bind(13, r.backoff_cap_ms);
+    s->bind(14, static_cast<std::int64_t>(r.state));
+    s->bind_blob(15, r.output);
+    s->bind_text(16, r.message);
+    s->bind(17, r.ended_unix_ms);
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+  }
+  for (std::size_t pos = 0; pos < r.labels.size(); ++pos) {
+    StmtScope s(insert_label_);
+    s->bind(1, id);
+    s->bind(2, static_cast<std::int64_t>(pos));
+    s->bind_text(3, r.labels[pos].first);
+    s->bind_text(4, r.labels[pos].second);
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+  }
+  for (const std::string& m : r.attempt_messages) {
+    StmtScope s(insert_message_);
+    s->bind(1, id);
+    s->bind_text(2, m);
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+  }
+  return SQLITE_OK;
+}
+
+int Writer::apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id) {
+  for (const JobRecord& r : w.jobs) {
+    if (r.id == 0 || r.id > kMaxId) {
+      own = Status::InvalidArgument(job_text(r.id) + " was not recorded: a journal id is 1 to " +
+                                    std::to_string(kMaxId));
+      return SQLITE_OK;
+    }
+    if (r.state != RecordState::kQueued && r.state != RecordState::kScheduled) {
+      own = Status::InvalidArgument(job_text(r.id) + " was not recorded: a new job is queued or " +
+                                    "scheduled, not " + std::string(to_string(r.state)));
+      return SQLITE_OK;
+    }
+  }
+  // A savepoint, so that one accept refused by a constraint (a repeated id or
+  // idempotency key: a caller's bug) is undone alone and the group goes on.
+  int rc = step_all(savepoint_);
+  if (rc != SQLITE_OK) return rc;
+  Delta mine;
+  std::int64_t mine_max = 0;
+  for (const JobRecord& r : w.jobs) {
+    rc = insert_job(r);
+    if (is_constraint(rc)) {
+      own = Status::InvalidArgument(job_text(r.id) + " was not recorded, nor the rest of its " +
+                                    "accept: the journal already has its id or its idempotency " +
+                                    "key (SQLite: " + db_.errmsg() + ")");
+      rc = step_all(rollback_to_);
+      return rc == SQLITE_OK ? step_all(release_) : rc;
+    }
+    if (rc != SQLITE_OK) return rc;  // the whole transaction goes
+    mine.move(0, r.state);
+    ++mine.records;
+    mine_max = std::max(mine_max, static_cast<std::int64_t>(r.id));
+  }
+  rc = step_all(release_);
+  if (rc != SQLITE_OK) return rc;
+  d.add(mine);
+  max_id = std::max(max_id, mine_max);
+  return SQLITE_OK;
+}
+
+// SQLITE_OK, or an error that fails the whole transaction. A write refused on
+// its own (an unknown id, an end after an end) sets `own` and changes nothing.
+int Writer::apply(Write& w, Status& own, Delta& d, std::int64_t& max_id) {
+  if (w.kind == Write::Kind::kAccepted) return apply_accepted(w, own, d, max_id);
+  if (w.kind == Write::Kind::kExpire) {
+    for (Stmt* s : {&expire_labels_, &expire_messages_}) {
+      StmtScope del(*s);
+      del->bind(1, w.at_unix_ms);
+      if (del->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+    }
+    StmtScope del(expire_jobs_);
+    del->bind(1, w.at_unix_ms);
+    if (del->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+    d.expired += static_cast<std::uint64_t>(sqlite3_changes64(db_.get()));
+    ++d.records;
+    return SQLITE_OK;
+  }
+
+  int from = 0;
+  int rc = state_of(w.id, from);
+  if (rc != SQLITE_OK) return rc;
+  const bool known = from != 0;
+  const bool ended = known && is_final(static_cast<RecordState>(from));
+  const auto refuse = [&](const std::string& why) {
+    own = Status::InvalidArgument(job_text(w.id) + ": " + why);
+    return SQLITE_OK;
+  };
+  RecordState to = w.state;
+  Stmt* update = nullptr;
+  switch (w.kind) {
+    case Write::Kind::kStarted:
+      // No callback to tell: a start for a job the journal does not have, or
+      // after its end (the end wins), is dropped.
+      if (!known || ended) return SQLITE_OK;
+      to = RecordState::kRunning;
+      update = &started_;
+      break;
+    case Write::Kind::kRetry:
+      if (!known || ended) return SQLITE_OK;  // likewise
+      update = &retry_;
+      break;
+    case Write::Kind::kEnded:
+      if (!is_final(w.state)) {
+        return refuse("an end must be a final state, not " + std::string(to_string(w.state)));
+      }
+      if (!known) return refuse("the journal has no such job, so its end was not recorded");
+      if (ended) {
+        return refuse("it had already ended (" +
+                      std::string(to_string(static_cast<RecordState>(from))) +
+                      "), so this end was not recorded");
+      }
+      update = &ended_;
+      break;
+    case Write::Kind::kRequeued:
+      if (!known) return refuse("the journal has no such job, so it was not requeued");
+      if (!ended) {
+        return refuse("it has not ended (" +
+                      std::string(to_string(static_cast<RecordState>(from))) +
+                      "), so it was not requeued");
+      }
+      to = RecordState::kQueued;
+      update = &requeued_;
+      break;
+    case Write::Kind::kAccepted:
+    case Write::Kind::kExpire:
+      return SQLITE_OK;  // handled above
+  }
+  if (update == nullptr) return SQLITE_OK;  // every case above set it or returned
+
+  {
+    StmtScope s(*update);
+    s->bind(1, static_cast<std::int64_t>(w.id));
+    switch (w.kind) {
+      case Write::Kind::kStarted:
+        s->bind(2, w.attempt);
+        break;
+      case Write::Kind::kRetry:
+        s->bind(2, static_cast<std::int64_t>(w.state));
+        s->bind(3, w.at_unix_ms);
+        break;
+      case Write::Kind::kEnded:
+        s->bind(2, static_cast<std::int64_t>(w.state));
+        s->bind_blob(3, w.output);
+        s->bind_text(4, w.message);
+        s->bind(5, w.at_unix_ms);
+        break;
+      case Write::Kind::kRequeued:
+        s->bind(2, w.attempt);
+        s->bind(3, w.max_attempts);
+        break;
+      case Write::Kind::kAccepted:
+      case Write::Kind::kExpire:
+        break;
+    }
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+  }
+  if (w.kind == Write::Kind::kRetry || w.kind == Write::Kind::kEnded) {
+    // The attempt's message joins the job's history (J: attempt_messages).
+    StmtScope s(insert_message_);
+    s->bind(1, static_cast<std::int64_t>(w.id));
+    s->bind_text(2, w.message);
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+  }
+  d.move(from, to);
+  ++d.records;
+  return SQLITE_OK;
+}
+
+}  // namespace tpool::store::detail

@@ -1,0 +1,180 @@
+// The journal's write side: the queue, the writer thread and group commit
+// (J2-J5). journal.h has the promises; these are the rules that keep them,
+// cited in writer.cc.
+//
+//  (W1) The write connection, its statements and next_seq_ belong to the
+//       writer thread: Journal::open prepares them before start(), the thread
+//       alone uses them after, and they are finalized after join(). They need
+//       no lock, and no other thread may touch them.
+//  (W2) queue_ holds the writes in ticket order. A ticket is given under mu_
+//       when a write is appended, so ticket order is the order the append_*()
+//       calls took the lock (J3). The writer takes a prefix of the queue (the
+//       whole queue when it holds at most max_batch records) and applies it
+//       in one transaction, in queue order: transactions follow ticket order
+//       and so does every write inside one.
+//  (W3) completed_ is the last ticket whose transaction has ended (committed
+//       or rolled back) and whose callbacks have run; it only grows, and
+//       flush() waits on it. The writer holds no lock while it runs SQL or
+//       callbacks (J4); mu_ is held only to append, take, account and wake.
+//  (W4) flush_floor_ is the first ticket no flush() has claimed yet: each
+//       flush() claims [flush_floor_, its last ticket] and reports the first
+//       failure in that range. failures_ holds, in ticket order, the ticket
+//       ranges of failed groups and the tickets of writes refused alone,
+//       from the lowest ticket some flush() may still claim or is waiting
+//       for; past kMaxFailures the oldest are dropped (a flush() then reports
+//       a later failure of its range, still not Ok).
+//  (W5) The figures (commits, records, errors, pending, scheduled, expired,
+//       samples) change only in the writer, under mu_, once a transaction's
+//       outcome is known and before its callbacks run; healthy_ too (J5), so
+//       a callback that gets an error already sees healthy() false.
+//
+// The wake is a plain condition variable: the writer waits on work_cv_ with
+// mu_ held until the queue is not empty or stop() was called; append() pushes
+// and notifies under the same mutex, so a push between the writer's check and
+// its wait cannot be missed (the wait releases mu_ atomically).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sqlite.h"
+#include "tpool/common/mutex.h"
+#include "tpool/store/journal.h"
+
+namespace tpool::store::detail {
+
+// One queued write: the arguments of one append_*() call.
+struct Write {
+  enum class Kind : std::uint8_t { kAccepted, kStarted, kRetry, kEnded, kRequeued, kExpire };
+  Kind kind = Kind::kAccepted;
+  std::uint64_t ticket = 0;     // (W2)
+  std::vector<JobRecord> jobs;  // kAccepted
+  std::uint64_t id = 0;
+  std::uint32_t attempt = 0;       // kStarted, kRequeued
+  std::uint32_t max_attempts = 0;  // kRequeued
+  // kRetry: not_before; kEnded: ended_unix_ms; kExpire: the cutoff (ended at
+  // or before it: gone).
+  std::int64_t at_unix_ms = 0;
+  RecordState state = RecordState::kQueued;  // kRetry: kQueued/kScheduled; kEnded: final
+  std::string output, message;
+  Journal::Committed done;
+
+  // What counts against max_batch: an accept of n jobs is n records.
+  std::size_t records() const noexcept {
+    return kind == Kind::kAccepted && jobs.size() > 1 ? jobs.size() : 1;
+  }
+};
+
+class Writer {
+ public:
+  // Keeps at most this many CommitSamples between take_samples() calls,
+  // dropping the oldest (picked by hand: a scrape every 15 s at 200 commits/s
+  // fits; a Journal nobody scrapes keeps 4096 x 16 bytes).
+  static constexpr std::size_t kMaxSamples = 4096;
+  static constexpr std::size_t kMaxFailures = 1024;  // (W4), picked by hand
+
+  // next_seq: one more than the largest seq in the file; pending/scheduled:
+  // the counts in it (for stats()).
+  Writer(Db db, std::string path, std::size_t max_batch, std::int64_t next_seq,
+         std::uint64_t pending, std::uint64_t scheduled);
+  ~Writer();  // stop()
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Prepares the statements (W1); before start().
+  Status prepare();
+  void start();
+  // Applies everything queued, then ends the thread. Idempotent.
+  void stop() EXCLUDES(mu_);
+
+  void append(Write w) EXCLUDES(mu_);
+  Status flush() EXCLUDES(mu_);
+  bool healthy() const noexcept;
+  void fill(JournalStats& out) const EXCLUDES(mu_);
+  std::vector<CommitSample> take_samples() EXCLUDES(mu_);
+  void inject_failures(int n, bool disk_full) EXCLUDES(mu_);
+
+ private:
+  struct Group {
+    std::vector<Write> writes;
+    std::size_t records = 0;
+    bool inject = false, inject_full = false;
+  };
+  // The figures one transaction changes, applied only if it commits (W5).
+  struct Delta {
+    std::int64_t pending = 0, scheduled = 0;
+    std::uint64_t expired = 0, records = 0;
+    void move(int from_state, RecordState to) noexcept;  // from 0: a new job
+    void add(const Delta& o) noexcept;
+  };
+  struct Outcome {
+    bool committed = false;
+    std::vector<Status> statuses;  // one per write
+    Delta delta;
+    double seconds = 0;
+  };
+  struct Failure {
+    std::uint64_t first, last;
+    Status status;
+  };
+
+  void run() EXCLUDES(mu_);
+  Group take() REQUIRES(mu_);
+  void account(const Group& g, const Outcome& o) REQUIRES(mu_);
+  void prune_failures() REQUIRES(mu_);
+
+  // Writer thread only (W1).
+  Outcome commit(Group& g);
+  int apply(Write& w, Status& own, Delta& d, std::int64_t& max_id);
+  int apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id);
+  int insert_job(const JobRecord& r);
+  int state_of(std::uint64_t id, int& state);
+  std::string commit_error(int rc, const std::string& errmsg, std::size_t writes) const;
+
+  const std::string path_;
+  const std::size_t max_batch_;
+
+  // (W1) The connection first, so the statements are finalized before it
+  // closes (members are destroyed in reverse order).
+  Db db_;
+  Stmt begin_, commit_, rollback_, savepoint_, release_, rollback_to_;
+  Stmt insert_job_, insert_label_, insert_message_, state_of_;
+  Stmt started_, retry_, ended_, requeued_, next_id_;
+  Stmt expire_labels_, expire_messages_, expire_jobs_;
+  std::int64_t next_seq_;
+
+  mutable Mutex mu_;
+  CondVar work_cv_;     // the writer waits: queue_ not empty, or stopping_
+  CondVar flushed_cv_;  // flush() waits: completed_ moved
+  std::vector<Write> queue_ GUARDED_BY(mu_);
+  std::size_t queued_records_ GUARDED_BY(mu_) = 0;
+  std::uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
+  std::uint64_t completed_ GUARDED_BY(mu_) = 0;  // (W3)
+  bool stopping_ GUARDED_BY(mu_) = false;
+  int inject_left_ GUARDED_BY(mu_) = 0;
+  bool inject_full_ GUARDED_BY(mu_) = false;
+  std::uint64_t flush_floor_ GUARDED_BY(mu_) = 1;               // (W4)
+  std::multiset<std::uint64_t> flush_waiting_ GUARDED_BY(mu_);  // their range starts
+  std::deque<Failure> failures_ GUARDED_BY(mu_);
+  // (W5)
+  std::uint64_t commits_ GUARDED_BY(mu_) = 0;
+  std::uint64_t records_committed_ GUARDED_BY(mu_) = 0;
+  std::uint64_t commit_errors_ GUARDED_BY(mu_) = 0;
+  std::uint64_t pending_ GUARDED_BY(mu_);
+  std::uint64_t scheduled_ GUARDED_BY(mu_);
+  std::uint64_t expired_ GUARDED_BY(mu_) = 0;
+  std::deque<CommitSample> samples_ GUARDED_BY(mu_);
+  // (W5) Relaxed: a health flag read for reports; a reader that must see a
+  // given commit's effect orders itself through mu_ (flush()) first.
+  std::atomic<bool> healthy_{true};
+
+  std::thread thread_;  // started by start(), joined by stop()
+};
+
+}  // namespace tpool::store::detail

@@ -1,0 +1,239 @@
+// Journal::open: the start-up faults, each with its code and a message that
+// names the file (journal.h, open()); a file tpoold cannot read is left as it
+// was; and the migration of a version 1 file (schema.cc).
+#include <random>
+
+#include "store_test_support.h"
+
+namespace tpool::store::testing {
+namespace {
+
+void expect_mentions(const Status& s, const std::vector<std::string>& words) {
+  for (const std::string& w : words) {
+    EXPECT_NE(s.message().find(w), std::string::npos) << "'" << w << "' not in: " << s.message();
+  }
+}
+
+TEST(JournalOpen, BadOptionsAreRefused) {
+  EXPECT_EQ(Journal::open({}).status().code(), StatusCode::kInvalidArgument);
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.max_batch = 0;
+  EXPECT_EQ(Journal::open(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A new journal holds payloads: it and its -wal and -shm are the user's alone.
+TEST(JournalOpen, ANewJournalIsPrivateToItsUser) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  const mode_t old_mask = ::umask(022);
+  auto j = open_ok(o);
+  ::umask(old_mask);
+  ASSERT_TRUE(j);
+  for (const std::string& f : {o.path, o.path + "-wal", o.path + "-shm"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(f.c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+}
+
+TEST(JournalOpen, AMissingDirectoryIsAnIoErrorNamingIt) {
+  TempDir dir;
+  const std::string missing = dir.file("not-there");
+  auto j = Journal::open(options_for(missing + "/jobs.db"));
+  ASSERT_EQ(j.status().code(), StatusCode::kIoError) << j.status().to_string();
+  expect_mentions(j.status(), {missing, "create it", "[store] path"});
+  EXPECT_FALSE(exists(missing));  // not created behind the operator's back
+}
+
+TEST(JournalOpen, ADirectoryThatIsAFileIsAnIoError) {
+  TempDir dir;
+  write_file(dir.file("plain"), "x");
+  auto j = Journal::open(options_for(dir.file("plain") + "/jobs.db"));
+  ASSERT_EQ(j.status().code(), StatusCode::kIoError) << j.status().to_string();
+  expect_mentions(j.status(), {dir.file("plain"), "not a directory"});
+}
+
+TEST(JournalOpen, AnUnwritableDirectoryIsAnIoError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory modes";
+  TempDir dir;
+  const std::string ro = dir.file("ro");
+  ASSERT_EQ(::mkdir(ro.c_str(), 0500), 0);
+  auto j = Journal::open(options_for(ro + "/jobs.db"));
+  ::chmod(ro.c_str(), 0700);
+  ASSERT_EQ(j.status().code(), StatusCode::kIoError) << j.status().to_string();
+  expect_mentions(j.status(), {ro, "not writable", "chown"});
+}
+
+TEST(JournalOpen, RandomBytesAreCorruptionAndTheFileIsLeftAlone) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  std::mt19937 rng(17);  // fixed: the same bytes every run
+  std::string bytes(64 * 1024, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  write_file(o.path, bytes);
+  auto j = Journal::open(o);
+  ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
+  expect_mentions(j.status(), {o.path, "backup", "aside"});
+  EXPECT_EQ(read_file(o.path), bytes);
+}
+
+TEST(JournalOpen, ATextFileIsCorruptionNotACrash) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  const std::string text = "[store]\npath = \"/var/lib/tpoold/jobs.db\"\n";
+  write_file(o.path, text);
+  auto j = Journal::open(o);
+  ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
+  expect_mentions(j.status(), {o.path, "not a usable SQLite database"});
+  EXPECT_EQ(read_file(o.path), text);
+}
+
+// A good journal with one b-tree page overwritten: the header is fine, so it
+// opens as a database, and PRAGMA quick_check must catch it.
+TEST(JournalOpen, AClobberedPageIsCorruption) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    std::vector<JobRecord> many;
+    for (std::uint64_t id = 1; id <= 300; ++id) {
+      many.push_back(make_job(id));
+      many.back().payload.assign(1000, 'p');
+    }
+    j->append_accepted(std::move(many), {});
+    ASSERT_TRUE(j->flush().ok());
+  }
+  ASSERT_FALSE(exists(o.path + "-wal"));  // all of it is in the file
+  std::int64_t root = 0, page_size = 0;
+  {
+    RawDb raw(o.path, SQLITE_OPEN_READONLY);
+    root = raw.query_int("SELECT rootpage FROM sqlite_schema WHERE name = 'jobs'");
+    page_size = raw.query_int("PRAGMA page_size");
+  }
+  ASSERT_GT(root, 1);
+  std::string bytes = read_file(o.path);
+  const auto at = static_cast<std::size_t>((root - 1) * page_size);
+  ASSERT_LT(at + static_cast<std::size_t>(page_size), bytes.size());
+  std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(at), page_size, '\xff');
+  write_file(o.path, bytes);
+
+  auto j = Journal::open(o);
+  ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
+  expect_mentions(j.status(), {o.path, "backup", "aside"});
+}
+
+TEST(JournalOpen, ANewerSchemaIsAFailedPreconditionAndTheFileIsUnchanged) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  {
+    RawDb raw(o.path);
+    raw.exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY); PRAGMA user_version = 3;");
+  }
+  const std::string before = read_file(o.path);
+  auto j = Journal::open(o);
+  ASSERT_EQ(j.status().code(), StatusCode::kFailedPrecondition) << j.status().to_string();
+  expect_mentions(j.status(), {o.path, "version 3", "newer tpoold", "up to 2"});
+  // Not even switched to WAL (which rewrites the header).
+  EXPECT_EQ(read_file(o.path), before);
+  EXPECT_FALSE(exists(o.path + "-wal"));
+}
+
+TEST(JournalOpen, ADatabaseThatIsNotAJournalIsRefused) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  {
+    RawDb raw(o.path);
+    raw.exec("CREATE TABLE people (name TEXT)");
+  }
+  auto j = Journal::open(o);
+  ASSERT_EQ(j.status().code(), StatusCode::kFailedPrecondition) << j.status().to_string();
+  expect_mentions(j.status(), {o.path, "not a tpoold journal"});
+  RawDb raw(o.path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema"), 1);
+}
+
+// A version 1 file, as the first release wrote it: a queued job with labels,
+// an ended one, meta's next_id. Raw SQL on purpose: the columns version 1 had.
+void write_v1_file(const std::string& path, const std::string& extra_sql = "") {
+  RawDb raw(path);
+  raw.exec("BEGIN");
+  raw.exec(std::string(schema_step_sql(1)));
+  raw.exec(
+      "INSERT INTO jobs VALUES (1, 1, 'echo', x'00ff', 'k1', 0, 500, 1000, 0, 0, 3, 10, 100, 1, "
+      "x'', '', 0);"
+      "INSERT INTO jobs VALUES (2, 2, 'echo', x'01', '', 1, 0, 1001, 0, 1, 1, 0, 0, 5, x'6f', "
+      "'it broke', 2000);"
+      "INSERT INTO labels VALUES (1, 0, 'team', 'red'), (1, 1, 'env', 'prod');"
+      "UPDATE meta SET value = 12 WHERE key = 'next_id';");
+  raw.exec(extra_sql + "PRAGMA user_version = 1; COMMIT;");
+}
+
+TEST(JournalOpen, AVersion1FileIsMigratedWithItsRowsIntact) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  write_v1_file(o.path);
+  {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    EXPECT_EQ(j->next_id_floor(), 12u);
+    ASSERT_EQ(j->recovered().size(), 1u);
+    const JobRecord& q = j->recovered()[0];
+    EXPECT_EQ(q.id, 1u);
+    EXPECT_EQ(q.payload, std::string("\0\xff", 2));
+    EXPECT_EQ(q.idempotency_key, "k1");
+    EXPECT_EQ(q.timeout_ms, 500u);
+    EXPECT_EQ(q.max_attempts, 3u);
+    EXPECT_EQ(q.backoff_cap_ms, 100u);
+    EXPECT_EQ(q.labels,
+              (std::vector<std::pair<std::string, std::string>>{{"team", "red"}, {"env", "prod"}}));
+    auto ended = j->get(2);
+    ASSERT_TRUE(ended);
+    EXPECT_EQ(ended->state, RecordState::kFailed);
+    EXPECT_EQ(ended->output, "o");
+    EXPECT_EQ(ended->message, "it broke");
+    // Version 2's history: the one message version 1 kept.
+    EXPECT_EQ(ended->attempt_messages, std::vector<std::string>{"it broke"});
+    EXPECT_EQ(ended->ended_unix_ms, 2000);
+    // And it is a working version 2 journal.
+    j->append_ended(1, RecordState::kSucceeded, "done", "ok", 3000);
+    j->append_accepted({make_job(12)}, {});
+    ASSERT_TRUE(j->flush().ok());
+    ASSERT_TRUE(j->get(1));
+    EXPECT_EQ(j->get(1)->attempt_messages, std::vector<std::string>{"ok"});
+    j->expire(1'000'000);  // both ended jobs, by the version 2 index
+    ASSERT_TRUE(j->flush().ok());
+    EXPECT_EQ(j->stats().expired, 2u);
+    EXPECT_EQ(ids_of(j->list(ListFilter{})), std::vector<std::uint64_t>{12});
+  }
+  RawDb raw(o.path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.query_int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_by_state_ended'"),
+            1);
+}
+
+// The migration is one transaction: a step that fails leaves version 1.
+TEST(JournalOpen, AFailedMigrationLeavesTheFileAtItsVersion) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  // Something named like what step 2 creates: the step fails part-way.
+  write_v1_file(o.path, "CREATE INDEX jobs_by_state_ended ON jobs (handler);");
+  auto j = Journal::open(o);
+  ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
+  expect_mentions(j.status(), {o.path, "version 1 to 2", "step 2", "left at version 1"});
+  RawDb raw(o.path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.query_int("PRAGMA user_version"), 1);
+  // Step 2 created attempt_messages before it failed; the rollback took it.
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'attempt_messages'"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM jobs"), 2);
+}
+
+TEST(JournalOpen, SchemaStepsExistForEveryVersionOnly) {
+  for (int v = 1; v <= kSchemaVersion; ++v) EXPECT_FALSE(schema_step_sql(v).empty()) << v;
+  EXPECT_TRUE(schema_step_sql(0).empty());
+  EXPECT_TRUE(schema_step_sql(kSchemaVersion + 1).empty());
+}
+
+}  // namespace
+}  // namespace tpool::store::testing

@@ -1,0 +1,271 @@
+// The writer (journal.h J2-J5): group commit, callbacks after COMMIT and in
+// order, the order of writes inside one transaction, a failed transaction
+// and the recovery from it, a write refused alone, flush()'s report.
+//
+// Which writes share a transaction is set up, not hoped for: a WriterGate
+// holds the writer inside a callback while the writes queue up.
+#include <atomic>
+#include <thread>
+
+#include "store_test_support.h"
+
+namespace tpool::store::testing {
+namespace {
+
+// (J2) 5000 accepts from 4 threads, queued while the writer is held: they go
+// in ceil(5000 / max_batch) transactions, not 5000, and none is lost.
+TEST(JournalWriter, GroupCommitTakesTheQueueUpToMaxBatch) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.max_batch = 1024;
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  WriterGate gate;
+  gate.hold(*j, 1);  // its own transaction: commits == 1
+  std::atomic<int> ok{0}, failed{0};
+  constexpr std::uint64_t kThreads = 4, kEach = 1250;
+  std::vector<std::thread> ts;
+  for (std::uint64_t t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < kEach; ++i) {
+        JobRecord r = make_job(2 + t * kEach + i);
+        j->append_accepted({std::move(r)}, [&](const Status& s) { (s.ok() ? ok : failed)++; });
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  gate.open();
+  ASSERT_TRUE(j->flush().ok());
+  const JournalStats s = j->stats();
+  EXPECT_EQ(ok.load(), 5000);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(s.records_committed, 5001u);
+  EXPECT_LT(s.commits, 5000u);
+  EXPECT_EQ(s.commits, 1u + 5u);  // 1024 x 4 + 904
+  EXPECT_EQ(s.pending, 5001u);
+  EXPECT_EQ(j->list(Filter().limit(10000)).size(), 5001u);
+}
+
+// (J2) An accept of more jobs than max_batch is one write: it is never split
+// across transactions.
+TEST(JournalWriter, AnAcceptLargerThanMaxBatchGoesWhole) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.max_batch = 4;
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  WriterGate gate;
+  gate.hold(*j, 1);
+  std::vector<JobRecord> ten;
+  for (std::uint64_t id = 10; id < 20; ++id) ten.push_back(make_job(id));
+  j->append_accepted({make_job(2)}, {});
+  j->append_accepted(std::move(ten), {});
+  j->append_accepted({make_job(3)}, {});
+  gate.open();
+  ASSERT_TRUE(j->flush().ok());
+  // [hold], [2], [10..19], [3]: the big one alone, the others not with it.
+  EXPECT_EQ(j->stats().commits, 4u);
+  EXPECT_EQ(j->stats().records_committed, 13u);
+}
+
+// (J1, J4) When a callback runs, its write is committed: another connection
+// to the file sees it, and so do the journal's own reads (J8).
+TEST(JournalWriter, CallbacksRunAfterCommitInAppendOrder) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  std::mutex mu;
+  std::vector<std::uint64_t> order;
+  std::vector<std::uint64_t> seen_by_other_connection;
+  for (std::uint64_t id = 1; id <= 20; ++id) {
+    j->append_accepted({make_job(id)}, [&, id](const Status& s) {
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      RawDb other(o.path, SQLITE_OPEN_READONLY);
+      const bool there =
+          other.query_int("SELECT count(*) FROM jobs WHERE id = " + std::to_string(id)) == 1 &&
+          j->get(id).has_value();
+      std::lock_guard lk(mu);
+      order.push_back(id);
+      if (there) seen_by_other_connection.push_back(id);
+    });
+  }
+  ASSERT_TRUE(j->flush().ok());
+  std::vector<std::uint64_t> want;
+  for (std::uint64_t id = 1; id <= 20; ++id) want.push_back(id);
+  EXPECT_EQ(order, want);
+  EXPECT_EQ(seen_by_other_connection, want);
+}
+
+// (J3) An accept, its start and its end queued together are applied in that
+// order in one transaction: the end finds the job and the start before it.
+TEST(JournalWriter, WritesOfOneJobApplyInAppendOrderInOneTransaction) {
+  TempDir dir;
+  auto j = open_ok(options_for(dir.file("jobs.db")));
+  ASSERT_TRUE(j);
+  WriterGate gate;
+  gate.hold(*j, 1);
+  Statuses st(2);
+  j->append_accepted({make_job(7)}, st.slot(0));
+  j->append_started(7, 1);
+  j->append_ended(7, RecordState::kSucceeded, "result", "done", 1234, st.slot(1));
+  EXPECT_EQ(j->stats().commits, 1u);  // the gate's
+  gate.open();
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_EQ(j->stats().commits, 2u);  // all three in one
+  EXPECT_TRUE(st.at(0).ok());
+  EXPECT_TRUE(st.at(1).ok()) << st.at(1).to_string();
+  auto r = j->get(7);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->state, RecordState::kSucceeded);
+  EXPECT_EQ(r->attempt, 1u);
+  EXPECT_EQ(r->output, "result");
+  EXPECT_EQ(r->attempt_messages, std::vector<std::string>{"done"});
+  EXPECT_EQ(r->ended_unix_ms, 1234);
+  EXPECT_EQ(j->stats().pending, 1u);  // the gate's job
+}
+
+// (J5) A transaction that fails is rolled back whole, every write in it gets
+// the error (naming the file), healthy() is false until a commit succeeds,
+// and the journal keeps working.
+TEST(JournalWriter, AFailedCommitFailsItsWholeGroupAndTheNextOneRecovers) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  {
+    WriterGate gate;
+    gate.hold(*j, 1);
+    Statuses st(2);
+    std::atomic<int> healthy_in_callback{-1};
+    j->append_accepted({make_job(2)}, [&](const Status& s) {
+      healthy_in_callback = j->healthy() ? 1 : 0;
+      st.slot(0)(s);
+    });
+    j->append_ended(1, RecordState::kSucceeded, "o", "m", 5);
+    j->append_accepted({make_job(3)}, st.slot(1));
+    j->inject_commit_failures_for_testing(1);
+    gate.open();
+    const Status f = j->flush();
+    EXPECT_EQ(f.code(), StatusCode::kIoError) << f.to_string();
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(st.at(i).code(), StatusCode::kIoError);
+      EXPECT_NE(st.at(i).message().find(o.path), std::string::npos) << st.at(i).message();
+      EXPECT_NE(st.at(i).message().find("injected"), std::string::npos) << st.at(i).message();
+    }
+    EXPECT_EQ(healthy_in_callback.load(), 0);
+  }
+  EXPECT_FALSE(j->healthy());
+  EXPECT_EQ(j->stats().commit_errors, 1u);
+  EXPECT_EQ(j->stats().commits, 1u);
+  // Rolled back: nothing of the group is there.
+  EXPECT_FALSE(j->get(2));
+  EXPECT_FALSE(j->get(3));
+  EXPECT_EQ(j->get(1)->state, RecordState::kQueued);
+  EXPECT_EQ(j->stats().pending, 1u);
+
+  Statuses st(1);
+  j->append_accepted({make_job(4)}, st.slot(0));
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_TRUE(st.at(0).ok());
+  EXPECT_TRUE(j->healthy());
+  EXPECT_TRUE(j->get(4));
+  EXPECT_TRUE(j->flush().ok());  // the failure was reported once
+  // What was committed before and after survives a reopen; the rest does not.
+  j.reset();
+  j = open_ok(o);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(ids_of(j->recovered()), (std::vector<std::uint64_t>{1, 4}));
+}
+
+TEST(JournalWriter, ADiskFullCommitSaysTheDiskIsFull) {
+  TempDir dir;
+  auto j = open_ok(options_for(dir.file("jobs.db")));
+  ASSERT_TRUE(j);
+  j->inject_commit_failures_for_testing(1, /*disk_full=*/true);
+  Statuses st(1);
+  j->append_accepted({make_job(1)}, st.slot(0));
+  const Status f = j->flush();
+  EXPECT_EQ(f.code(), StatusCode::kIoError);
+  EXPECT_NE(f.message().find("the disk is full"), std::string::npos) << f.message();
+  EXPECT_EQ(st.at(0).message(), f.message());
+  EXPECT_FALSE(j->healthy());
+}
+
+// A repeated id or idempotency key (a caller's bug) fails that accept alone,
+// all of its jobs, and the rest of the transaction commits.
+TEST(JournalWriter, ARefusedAcceptIsUndoneAloneAndTheGroupCommits) {
+  TempDir dir;
+  auto j = open_ok(options_for(dir.file("jobs.db")));
+  ASSERT_TRUE(j);
+  WriterGate gate;
+  gate.hold(*j, 1);
+  Statuses st(4);
+  JobRecord same_key = make_job(8);
+  same_key.idempotency_key = "key-1";
+  j->append_accepted({make_job(5)}, st.slot(0));
+  j->append_accepted({make_job(6), make_job(5)}, st.slot(1));  // 5 again: 6 goes too
+  j->append_accepted({same_key}, st.slot(2));
+  j->append_accepted({make_job(7)}, st.slot(3));
+  gate.open();
+  EXPECT_EQ(j->flush().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(st.at(0).ok());
+  EXPECT_EQ(st.at(1).code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.at(1).message().find("job 5"), std::string::npos) << st.at(1).message();
+  EXPECT_EQ(st.at(2).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(st.at(3).ok());
+  EXPECT_EQ(ids_of(j->list({})), (std::vector<std::uint64_t>{1, 5, 7}));
+  EXPECT_EQ(diff(make_job(5), *j->get(5)), "");
+  const JournalStats s = j->stats();
+  EXPECT_EQ(s.commits, 2u);
+  EXPECT_EQ(s.records_committed, 3u);
+  EXPECT_EQ(s.pending, 3u);
+  EXPECT_TRUE(j->healthy());
+}
+
+TEST(JournalWriter, AJobThatIsNotNewIsRefused) {
+  TempDir dir;
+  auto j = open_ok(options_for(dir.file("jobs.db")));
+  ASSERT_TRUE(j);
+  Statuses st(2);
+  j->append_accepted({make_job(1, RecordState::kRunning)}, st.slot(0));
+  j->append_accepted({make_job(0)}, st.slot(1));
+  EXPECT_EQ(j->flush().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.at(0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.at(1).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(j->list({}).empty());
+}
+
+// (J4) flush() from a callback would wait for the thread it runs on.
+TEST(JournalWriter, FlushFromACallbackIsRefusedNotADeadlock) {
+  TempDir dir;
+  auto j = open_ok(options_for(dir.file("jobs.db")));
+  ASSERT_TRUE(j);
+  Statuses st(1);
+  j->append_accepted({make_job(1)}, [&](const Status&) { st.slot(0)(j->flush()); });
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_EQ(st.at(0).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(JournalWriter, CommitSamplesAccountForEveryCommitOnce) {
+  TempDir dir;
+  auto j = open_ok(options_for(dir.file("jobs.db")));
+  ASSERT_TRUE(j);
+  for (std::uint64_t id = 1; id <= 50; ++id) j->append_accepted({make_job(id)}, {});
+  j->append_ended(3, RecordState::kSucceeded, "", "", 1);
+  ASSERT_TRUE(j->flush().ok());
+  const JournalStats s = j->stats();
+  const auto samples = j->take_commit_samples();
+  ASSERT_EQ(samples.size(), s.commits);
+  std::uint64_t records = 0;
+  for (const CommitSample& c : samples) {
+    EXPECT_GE(c.seconds, 0.0);
+    records += c.records;
+  }
+  EXPECT_EQ(records, s.records_committed);
+  EXPECT_EQ(records, 51u);
+  EXPECT_TRUE(j->take_commit_samples().empty());  // drained
+}
+
+}  // namespace
+}  // namespace tpool::store::testing

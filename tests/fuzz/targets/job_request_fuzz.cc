@@ -28,6 +28,13 @@
 //             `bits 6-7` messages were read
 // Messages reach the parser in two slices, as gRPC may hand them over.
 //
+// Delayed jobs and retries (delay_ms, not_before_unix_ms; max_attempts when
+// an echo fails, its output over max_output_bytes) wait in the engine's scheduler, whose
+// time is the injected clock: while a call waits and the engine holds
+// scheduled jobs, tick() jumps the clock past max_delay and the largest
+// backoff and runs the due jobs (Engine::run_scheduled, scheduler.h K5), as
+// the scheduler's own thread would once the time came.
+//
 // Each run ends with no job in flight, no stream open and no byte buffered
 // (checked: a job that never ends is a finding), and the retained results
 // and idempotency keys expired (an injected clock jumps past the retention),
@@ -82,6 +89,26 @@ constexpr auto kStuck = std::chrono::seconds(8);
   std::abort();
 }
 
+// The service of the current run (tick()'s engine and clock).
+struct Service;
+Service* g_current = nullptr;
+void tick();
+
+// cv.wait_for(lock, kStuck, pred), but each 2 ms without progress lets the
+// scheduled jobs' time come (tick(), with the lock released: a job it queues
+// may end at once, and its completion takes this lock).
+template <class Pred>
+bool wait_ticking(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Pred pred) {
+  const auto end = std::chrono::steady_clock::now() + kStuck;
+  while (!cv.wait_for(lock, std::chrono::milliseconds(2), pred)) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    lock.unlock();
+    tick();
+    lock.lock();
+  }
+  return true;
+}
+
 // A critical line is an invariant the daemon reports rather than asserts
 // (stream.cc's transition(), S9, in a build with NDEBUG): make it a finding.
 class AbortOnCritical final : public spdlog::sinks::base_sink<std::mutex> {
@@ -134,7 +161,7 @@ class UnaryCall final : public grpc::ServerCallbackUnary {
   void SendInitialMetadata() override {}
   grpc::Status wait() {
     std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, kStuck, [&] { return finished_; })) fail("a unary call never finished");
+    if (!wait_ticking(lock, cv_, [&] { return finished_; })) fail("a unary call never finished");
     return status_;
   }
 
@@ -204,7 +231,17 @@ struct Service {
   std::unique_ptr<tpool::engine::Engine> engine;
   std::unique_ptr<JobServiceImpl> jobs;
   std::chrono::milliseconds retention{0};
+  tpool::engine::EngineLimits limits;
 };
+
+void tick() {
+  Service* const svc = g_current;
+  if (svc == nullptr || svc->engine->snapshot().scheduled == 0) return;
+  // Past the longest delay (max_delay) and the longest backoff (an hour,
+  // scheduler.cc's kMaxBackoff): every scheduled job is due.
+  svc->clock.advance(svc->limits.max_delay + std::chrono::hours(1) + std::chrono::seconds(1));
+  (void)svc->engine->run_scheduled();
+}
 
 struct World {
   std::unique_ptr<tpool::plugin_host::Host> host;
@@ -218,7 +255,11 @@ void make_service(World& w, Service& s, tpool::engine::EngineLimits el, tpool::r
                   bool draining) {
   el.enforce_interval = std::chrono::milliseconds(0);  // no thread: enforce() after each run
   el.incarnation = 7;                                  // the same ids every process
+  // A minute (the daemon's default is 30 days): tick()'s jumps stay small
+  // enough that the clock never overflows in a long campaign.
+  el.max_delay = std::chrono::minutes(1);
   s.retention = el.retention;
+  s.limits = el;
   s.engine = std::make_unique<tpool::engine::Engine>(*w.pool, *w.host, el, &s.clock);
   s.jobs = std::make_unique<JobServiceImpl>(*s.engine, rl, kReplica);
   if (draining) s.engine->begin_drain();
@@ -431,7 +472,7 @@ class StreamCall final
       const grpc::ByteBuffer* write = nullptr;
       {
         std::unique_lock lock(mu_);
-        if (!cv_.wait_for(lock, kStuck, [&] { return read_ || write_ || finished_; }))
+        if (!wait_ticking(lock, cv_, [&] { return read_ || write_ || finished_; }))
           fail("a stream made no progress");
         if (write_ != nullptr) {
           write = write_;
@@ -524,8 +565,10 @@ void run_stream(Service& svc, bool cancel, int cancel_after, std::string_view re
 // results retained by this run expire.
 void settle(Service& svc) {
   const auto end = std::chrono::steady_clock::now() + kStuck;
-  while (svc.engine->in_flight() != 0 || svc.jobs->snapshot().streams_active != 0) {
+  while (svc.engine->in_flight() != 0 || svc.jobs->snapshot().streams_active != 0 ||
+         svc.engine->snapshot().scheduled != 0) {
     if (std::chrono::steady_clock::now() >= end) fail("a job or a stream never ended");
+    tick();
     std::this_thread::yield();
   }
   if (svc.jobs->snapshot().stream_buffered_bytes != 0) fail("stream bytes still counted (S8)");
@@ -546,6 +589,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const bool cancel = (data[0] >> 5) & 1;
   const int cancel_after = data[0] >> 6;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  g_current = &svc;
   if (call == 3 || call == 6) {
     run_stream(svc, cancel, cancel_after, rest);
   } else {

@@ -167,6 +167,7 @@ tpool::v1::JobRequest to_proto(const Job& job) {
   r.set_backoff_base_ms(static_cast<std::uint32_t>(job.backoff_base.count()));
   r.set_backoff_cap_ms(static_cast<std::uint32_t>(job.backoff_cap.count()));
   r.set_delay_ms(static_cast<std::uint64_t>(job.delay.count()));
+  r.set_durable(job.durable);
   return r;
 }
 
@@ -511,6 +512,35 @@ Result<JobStatus> Client::get(std::uint64_t job_id, const CallOptions& call) con
       true, call, [&](grpc::ClientContext& ctx) { return impl_->jobs->Get(&ctx, req, &reply); });
   if (!e.ok()) return e;
   return from_proto(reply);
+}
+
+Result<JobPage> Client::list_jobs(const ListJobsRequest& in, const CallOptions& call) const {
+  tpool::v1::ListJobsRequest req;
+  for (JobState st : in.states) req.add_states(static_cast<tpool::v1::JobState>(st));
+  req.set_handler(in.handler);
+  req.set_label_key(in.label_key);
+  req.set_label_value(in.label_value);
+  req.set_page_size(in.page_size);
+  req.set_page_token(in.page_token);
+  tpool::v1::ListJobsReply reply;
+  Error e = impl_->run(true, call, [&](grpc::ClientContext& ctx) {
+    return impl_->jobs->ListJobs(&ctx, req, &reply);
+  });
+  if (!e.ok()) return e;
+  JobPage page;
+  for (const auto& j : reply.jobs()) page.jobs.push_back(from_proto(j));
+  page.next_page_token = reply.next_page_token();
+  return page;
+}
+
+Result<JobRef> Client::retry(std::uint64_t job_id, const CallOptions& call) const {
+  tpool::v1::JobRef req;
+  req.set_job_id(job_id);
+  tpool::v1::JobRef reply;
+  Error e = impl_->run(
+      false, call, [&](grpc::ClientContext& ctx) { return impl_->jobs->Retry(&ctx, req, &reply); });
+  if (!e.ok()) return e;
+  return JobRef{reply.job_id(), reply.replica()};
 }
 
 Result<JobState> Client::cancel(std::uint64_t job_id, const CallOptions& call) const {

@@ -71,6 +71,8 @@ int cmd_execute(const Args& a);
 int cmd_submit(const Args& a);
 int cmd_wait(const Args& a);
 int cmd_get(const Args& a);
+int cmd_jobs(const Args& a);
+int cmd_retry(const Args& a);
 int cmd_cancel(const Args& a);
 int cmd_handlers(const Args& a);
 int cmd_stats(const Args& a);

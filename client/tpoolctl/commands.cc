@@ -2,6 +2,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -268,6 +270,7 @@ bool job_from_args(const Args& a, std::size_t handler_pos, tpool::client::Job* j
     job->delay = *d;
   }
   if (auto k = a.value("--key")) job->idempotency_key = *k;
+  job->durable = a.has("--durable");
   if (a.has("--label")) {
     for (const auto& kv : a.options.at("--label")) {
       auto eq = kv.find('=');
@@ -457,6 +460,95 @@ int cmd_get(const Args& a) {
     for (const auto& m : s.attempt_messages) std::cout << "  attempt   " << m << "\n";
   }
   if (!s.message.empty()) std::cout << "  message   " << s.message << "\n";
+  return kOk;
+}
+
+int cmd_jobs(const Args& a) {
+  tpool::client::ListJobsRequest req;
+  if (a.has("--state")) {
+    for (const auto& v : a.options.at("--state")) {
+      // Comma-separated too: --state failed,timed_out.
+      std::size_t start = 0;
+      while (start <= v.size()) {
+        const std::size_t comma = std::min(v.find(',', start), v.size());
+        std::string name = v.substr(start, comma - start);
+        for (auto& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        bool found = false;
+        for (int s = 1; s <= 7; ++s) {
+          const auto st = static_cast<JobState>(s);
+          if (name == to_string(st)) {
+            req.states.push_back(st);
+            found = true;
+          }
+        }
+        if (!found) {
+          return fail(a, kUsage,
+                      "--state '" + v +
+                          "' is not a job state; use queued, running, scheduled, succeeded, "
+                          "failed, cancelled or timed_out (comma-separated or repeated)");
+        }
+        start = comma + 1;
+      }
+    }
+  }
+  if (auto h = a.value("--handler")) req.handler = *h;
+  if (auto l = a.value("--label")) {
+    const auto eq = l->find('=');
+    req.label_key = l->substr(0, eq);
+    if (eq != std::string::npos) req.label_value = l->substr(eq + 1);
+    if (req.label_key.empty()) return fail(a, kUsage, "--label '" + *l + "' names no label");
+  }
+  if (auto n = a.value("--limit")) {
+    auto v = parse_uint(*n);
+    if (!v || *v == 0 || *v > 1000) {
+      return fail(a, kUsage, "--limit '" + *n + "' is not a number from 1 to 1000");
+    }
+    req.page_size = static_cast<std::uint32_t>(*v);
+  }
+  if (auto t = a.value("--page-token")) req.page_token = *t;
+  Client c(a.client);
+  auto r = c.list_jobs(req);
+  if (!r.ok()) return fail(a, r.error());
+  if (a.json) {
+    std::cout << "{\"jobs\":[";
+    bool first = true;
+    for (const auto& s : r->jobs) {
+      std::cout << (first ? "" : ",") << "{\"job_id\":" << s.job_id
+                << ",\"handler\":" << json_string(s.handler)
+                << ",\"state\":" << json_string(to_string(s.state))
+                << ",\"attempts\":" << s.attempts << ",\"accepted_unix_ms\":" << s.accepted_unix_ms
+                << ",\"message\":" << json_string(s.message) << "}";
+      first = false;
+    }
+    std::cout << "],\"next_page_token\":" << json_string(r->next_page_token) << "}\n";
+    return kOk;
+  }
+  std::cout << std::left << std::setw(22) << "JOB_ID" << std::setw(11) << "STATE" << std::setw(16)
+            << "HANDLER" << std::setw(9) << "ATTEMPTS"
+            << "MESSAGE\n";
+  for (const auto& s : r->jobs) {
+    std::cout << std::left << std::setw(22) << s.job_id << std::setw(11) << to_string(s.state)
+              << std::setw(16) << s.handler << std::setw(9) << s.attempts << s.message << "\n";
+  }
+  if (!r->next_page_token.empty()) {
+    std::cout << "(more: tpoolctl jobs ... --page-token " << r->next_page_token << ")\n";
+  }
+  return kOk;
+}
+
+int cmd_retry(const Args& a) {
+  int exit = kOk;
+  auto id = job_id_arg(a, &exit);
+  if (!id) return exit;
+  Client c(a.client);
+  auto r = c.retry(id->job_id);
+  if (!r.ok()) return fail(a, r.error());
+  if (a.json) {
+    std::cout << "{\"job_id\":" << r->job_id << ",\"replica\":" << json_string(r->replica)
+              << ",\"retry_of\":" << id->job_id << "}\n";
+  } else {
+    std::cout << r->job_id << "\n";
+  }
   return kOk;
 }
 

@@ -53,6 +53,20 @@
 //       SCHEDULED and handed to the scheduler (Admission::schedule_item),
 //       which admits it when it is due (scheduler.h). Its refusal for room
 //       is max_scheduled_jobs, with its own sentence (scheduled_full_error).
+//  (A8) Durable items (JobSpec::durable, durable.cc D1-D2) form runs of
+//       their own (a run is all durable or all not), and a delayed durable
+//       item is committed alone. Step 5 of a durable run first commits the
+//       run's accept records and waits (D1): on failure the run is refused
+//       whole, before anything was put in the store; after it, a job the
+//       pool refuses is not refused but waits in the scheduler (D2). A
+//       keyed durable item commits under keyed_mu_ (A5), with the keyed
+//       durable items right after it (A9).
+//  (A9) Keyed durable items in a row (same lane, undelayed) form one run
+//       under keyed_mu_ and one commit, so a Stream of keyed durable jobs
+//       costs one fsync per message, not per job. A repeat of a key within
+//       the run is deduplicated to the run's job (run_dups); if the commit
+//       fails, those items get the run's error too (their waiter removed).
+//       Concurrent keyed submits still wait for the lock, as in A5.
 #include <algorithm>
 #include <functional>
 
@@ -89,6 +103,8 @@ struct Engine::Admission {
   std::vector<Task> tasks;
   std::vector<CancelToken*> tokens;
   Lane run_lane = Lane::kDefault;
+  bool run_durable = false;           // (A8)
+  std::vector<std::size_t> run_dups;  // (A9) items deduplicated to a job of the run
 
   // Step 1's look-up, kept while items name the same handler.
   const std::string* cached_name = nullptr;
@@ -140,6 +156,17 @@ struct Engine::Admission {
   bool dedupe(std::size_t i) REQUIRES(e.keyed_mu_) {
     const JobSpec& spec = specs[i];
     std::shared_ptr<Job> first = e.store_->find_key(spec.idempotency_key);
+    if (first == nullptr && e.journal_ != nullptr) first = e.find_key_durable(spec.idempotency_key);
+    bool in_run = false;
+    if (first == nullptr) {  // (A9) a key earlier in the pending keyed run
+      for (const auto& j : run) {
+        if (j->spec_.idempotency_key == spec.idempotency_key) {
+          first = j;
+          in_run = true;
+          break;
+        }
+      }
+    }
     if (first == nullptr) return true;
     if (first->spec_.handler != spec.handler ||
         first->payload_hash_ != std::hash<std::string_view>{}(spec.payload)) {
@@ -148,6 +175,7 @@ struct Engine::Admission {
     }
     e.deduplicated_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a reporting counter
     const bool notify = done != nullptr && first->add_waiter(done, user);
+    if (in_run) run_dups.push_back(i);  // (A9) answered like its job if the commit fails
     out[i] = {Submitted{std::move(first), true, notify}, std::nullopt};
     return false;
   }
@@ -177,8 +205,18 @@ struct Engine::Admission {
     std::shared_ptr<Job> j = e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters,
                                         group_cancel, done, user);
     j->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
-    if (j->retained_) e.store_->put(j);                                // (A6)
-    if (!e.scheduler_->add(j, e.now() + delay)) {                      // (K4) draining
+    if (j->durable_) {                                                 // (A8, D1)
+      if (auto err = e.commit_accepted(std::span<const std::shared_ptr<Job>>(&j, 1))) {
+        out[i] = {{}, std::move(*err)};
+        if (stop_when_full && out[i].error->code == ErrorCode::kExhausted) {
+          specs[i] = std::move(j->spec_);  // (A1) intact for the retry
+          stop = std::min(stop, i);
+        }
+        return;
+      }
+    }
+    if (j->retained_) e.store_->put(j);            // (A6)
+    if (!e.scheduler_->add(j, e.now() + delay)) {  // (K4) draining
       if (j->retained_) e.store_->remove(*j);
       refuse(i, e.rejected_draining_, draining_error());
       return;
@@ -190,6 +228,7 @@ struct Engine::Admission {
   // Step 4.
   void add_to_run(std::size_t i) {
     run_lane = item_lane;
+    run_durable = specs[i].durable;
     run.push_back(e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters, group_cancel,
                              done, user));
     run_index.push_back(i);
@@ -198,6 +237,12 @@ struct Engine::Admission {
   // Steps 5 and 6.
   void submit_run() {
     if (run.empty()) return;
+    if (run_durable) {  // (A8, D1) on disk before anyone learns of it
+      if (auto err = e.commit_accepted(run)) {
+        refuse_run(*err);
+        return;
+      }
+    }
     for (const auto& j : run) {
       if (j->retained_) e.store_->put(j);  // (A6)
       j->self_ = j;                        // (inv 4) the task's reference
@@ -239,6 +284,12 @@ struct Engine::Admission {
         out[i] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
         continue;
       }
+      if (run_durable) {  // (D2) committed: it waits for room instead
+        e.park_committed(j);
+        j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
+        out[i] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
+        continue;
+      }
       j->self_.reset();
       if (j->retained_) e.store_->remove(*j);  // (A6)
       e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
@@ -248,10 +299,34 @@ struct Engine::Admission {
         stop = std::min(stop, i);
       }
     }
+    clear_run();
+  }
+
+  void clear_run() {
+    run_dups.clear();
     run.clear();
     run_index.clear();
     tasks.clear();
     tokens.clear();
+  }
+
+  // (A8, D1) A durable run whose commit failed: every job refused with err,
+  // none was put in the store or submitted.
+  void refuse_run(const Error& err) {
+    for (std::size_t i : run_dups) {  // (A9) their job was never accepted either
+      (void)out[i].value.job->remove_waiter(done, user);
+      out[i] = {{}, err};
+    }
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      const std::size_t i = run_index[k];
+      e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      out[i] = {{}, err};
+      if (stop_when_full && err.code == ErrorCode::kExhausted) {
+        specs[i] = std::move(run[k]->spec_);  // (A1) intact for the retry
+        stop = std::min(stop, i);
+      }
+    }
+    clear_run();
   }
 
   std::size_t all() {
@@ -262,7 +337,7 @@ struct Engine::Admission {
     for (std::size_t i = 0; i < specs.size() && !stopped(); ++i) {
       if (!check(i)) continue;
       if (specs[i].idempotency_key.empty()) {
-        if (!run.empty() && item_lane != run_lane) {
+        if (!run.empty() && (item_lane != run_lane || specs[i].durable != run_durable)) {  // (A8)
           submit_run();
           if (stopped()) break;
         }
@@ -279,10 +354,24 @@ struct Engine::Admission {
       if (!dedupe(i)) continue;
       if (specs[i].delay.count() > 0) {
         schedule_item(i);
-      } else if (admit(i)) {
-        add_to_run(i);
-        submit_run();
+        continue;
       }
+      if (!admit(i)) continue;
+      add_to_run(i);
+      // (A9) A keyed durable run: the keyed, durable, undelayed items right
+      // after it, of its lane, join it under the same lock and share its
+      // commit.
+      while (run_durable && !run.empty() && i + 1 < specs.size() && !stopped() &&
+             !specs[i + 1].idempotency_key.empty() && specs[i + 1].delay.count() == 0) {
+        if (!check(i + 1)) {
+          ++i;  // refused (its outcome is set)
+          continue;
+        }
+        if (!specs[i + 1].durable || item_lane != run_lane) break;  // the outer loop takes it
+        ++i;
+        if (dedupe(i) && admit(i)) add_to_run(i);
+      }
+      submit_run();
     }
     submit_run();
     return std::min(stop, specs.size());
@@ -315,6 +404,16 @@ void Engine::apply_retry_defaults(JobSpec& spec) const {
   if (spec.max_attempts == 0) spec.max_attempts = p->max_attempts;
   if (spec.backoff_base.count() == 0) spec.backoff_base = p->backoff_base;
   if (spec.backoff_cap.count() == 0) spec.backoff_cap = p->backoff_cap;
+  if (!spec.durable && journal_ != nullptr) {  // [store] durable, [store.handlers.NAME]
+    bool d = limits_.durable;
+    for (const auto& [name, durable] : limits_.handler_durable) {
+      if (name == spec.handler) {
+        d = durable;
+        break;
+      }
+    }
+    spec.durable = d;
+  }
 }
 
 std::optional<Error> Engine::validate(const JobSpec& spec) const {
@@ -349,6 +448,12 @@ std::optional<Error> Engine::validate(const JobSpec& spec) const {
                  "backoff_cap_ms (" + std::to_string(spec.backoff_cap.count()) +
                      ") is below backoff_base_ms (" + std::to_string(spec.backoff_base.count()) +
                      "); make the cap at least the base, or 0 for no cap"};
+  }
+  if (spec.durable && journal_ == nullptr) {
+    return Error{ErrorCode::kFailedPrecondition,
+                 "the job asks to be durable, but this tpoold keeps jobs in memory only: durable "
+                 "jobs need the store ([store] path in the config, docs/store.md); send it "
+                 "without durable, or to a tpoold with a store"};
   }
   if (spec.delay.count() < 0 || spec.delay > limits_.max_delay) {
     return Error{ErrorCode::kInvalidArgument,
@@ -430,16 +535,21 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
                                       void* user) {
   const std::size_t hash =
       spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
-  const bool retain = spec.retain || !spec.idempotency_key.empty();
+  // (D5) a durable job is always retained: look-ups find it in memory while it lives.
+  const bool durable = spec.durable;
+  const bool retain = spec.retain || !spec.idempotency_key.empty() || durable;
   // relaxed: only uniqueness matters.
   const std::uint64_t id =
       JobId::make(incarnation_, next_sequence_.fetch_add(1, std::memory_order_relaxed));
+  // (D7) a durable job outlives its call: the call's cancellation (a Stream
+  // the client dropped) does not cancel it.
   auto job = std::make_shared<Job>(
-      *this, id, std::move(spec), std::move(handler), lane, group_cancel,
+      *this, id, std::move(spec), std::move(handler), lane, durable ? nullptr : group_cancel,
       done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr});
   job->payload_hash_ = hash;
   job->counters_ = &counters;
   job->retained_ = retain;
+  job->durable_ = durable;
   return job;
 }
 

@@ -62,6 +62,7 @@ struct JobTask {
       job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                             std::memory_order_relaxed);
       job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
+      if (job.durable_) e.journal_started(job);              // (D3)
       e.enter_running(self);                                 // (E4)
       const bool again = execute(job);
       e.leave_running(job);
@@ -112,7 +113,6 @@ struct JobTask {
         !job.engine_.draining()) {
       return job.reschedule("attempt " + std::to_string(attempt) + ": " + r.message);
     }
-    std::string{}.swap(job.spec_.payload);  // the input is no longer needed
     JobState to = JobState::kSucceeded;
     if (!r.ok()) {
       bool stopped = r.code == JobCode::kCancelled || r.code == JobCode::kDeadlineExceeded ||
@@ -141,7 +141,13 @@ struct JobTask {
                      std::to_string(job.spec_.max_attempts) + why + ")";
       }
     }
-    job.finish(JobState::kRunning, to, std::move(r.output), std::move(r.message));
+    // A succeeded job's input is no longer needed. An ended one keeps it
+    // for Retry, read-only: this worker lost the finish to the deadline
+    // thread (inv 5) or wrote a failure, and touches it no more.
+    if (job.finish(JobState::kRunning, to, std::move(r.output), std::move(r.message)) &&
+        to == JobState::kSucceeded) {
+      std::string{}.swap(job.spec_.payload);
+    }
     return false;
   }
 
@@ -183,13 +189,16 @@ void job_task::cancelled(void* ctx) {
 }
 
 Engine::Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
-               const tpool::Clock* clock, std::unique_ptr<ResultStore> store)
+               const tpool::Clock* clock, std::unique_ptr<ResultStore> store,
+               store::Journal* journal)
     : pool_(pool),
       host_(host),
       limits_(limits),
       clock_(clock),
-      incarnation_(limits.incarnation != 0 ? limits.incarnation & JobId::kIncarnationMask
-                                           : JobId::draw_incarnation()),
+      journal_(journal),
+      incarnation_(journal != nullptr        ? journal_incarnation(*journal)  // (J9)
+                   : limits.incarnation != 0 ? limits.incarnation & JobId::kIncarnationMask
+                                             : JobId::draw_incarnation()),
       store_(store != nullptr
                  ? std::move(store)
                  : std::make_unique<InMemoryResultStore>(RetentionBounds{
@@ -248,14 +257,17 @@ void Engine::on_job_final(Job& job) {
     default:
       break;
   }
-  if (job.retained_) store_->ended(job, now());  // (E2, S4) its retention starts
+  if (job.durable_ && !ended_by_shutdown(job)) journal_ended(job);  // (D3, D7)
+  if (job.retained_) store_->ended(job, now());                     // (E2, S4) its retention starts
 }
 
 void Engine::expire() {
   store_->expire(now());
+  expire_journal();
 }
 
 Expected<Job> Engine::find(std::uint64_t id) {
+  if (journal_ != nullptr) return find_durable(id);  // (D5)
   if (const std::uint32_t inc = JobId::incarnation(id); inc != incarnation_) {
     return {nullptr,
             Error{ErrorCode::kNotFound,
@@ -297,7 +309,8 @@ void Engine::schedule_retry(const std::shared_ptr<Job>& job) {
   }
   Clock::time_point due =
       now() + backoff_delay(job->spec_.backoff_base, job->spec_.backoff_cap, job->attempts(), u);
-  if (!scheduler_->add(job, due)) {  // (K4) draining
+  if (job->durable_) journal_retry(*job, due);  // (D3) before the scheduler may queue it
+  if (!scheduler_->add(job, due)) {             // (K4) draining
     job->end_scheduled(JobState::kCancelled,
                        job->scheduled_message(false) + "; tpoold is draining and does not retry");
   }
@@ -393,6 +406,8 @@ EngineSnapshot Engine::snapshot() const {
   s.running_after_end = running_after_end_.load(std::memory_order_relaxed);
   s.retried = retried_.load(std::memory_order_relaxed);
   s.scheduled = scheduler_->size();
+  s.replayed = replayed_.load(std::memory_order_relaxed);
+  s.store_refused = store_refused_.load(std::memory_order_relaxed);
   s.draining = draining();
   MutexLock lock(counters_mu_);
   for (const auto& [name, c] : counters_) {

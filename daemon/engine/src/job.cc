@@ -119,6 +119,7 @@ bool Job::remove_waiter(DoneFn fn, void* user) {
 }
 
 void Job::cancel() {
+  cancel_requested_.store(true, std::memory_order_relaxed);  // (D7) before any end it causes
   token_.cancel();
   // A queued job ends now; the pool sees the token when it dequeues the task
   // and calls on_cancel, which finds the job final and only releases it.
@@ -191,7 +192,11 @@ std::size_t Job::retained_bytes() const noexcept {
   // picked by hand (sizeof(Job) is about 400 bytes on x86-64).
   std::size_t labels = 0;
   for (const auto& [k, v] : spec_.labels) labels += k.size() + v.size();
-  return 512 + output_.size() + message_.size() + spec_.idempotency_key.size() + labels;
+  // A job that did not succeed keeps its payload for Retry (engine.cc); a
+  // succeeded one's is released by its worker after this is read (on the
+  // same thread, in finish()).
+  const std::size_t payload = state() == JobState::kSucceeded ? 0 : spec_.payload.size();
+  return 512 + output_.size() + message_.size() + spec_.idempotency_key.size() + labels + payload;
 }
 
 bool Job::is_cancelled() const noexcept {

@@ -2,6 +2,8 @@
 // tpool/engine/result_store.h).
 #include "tpool/engine/result_store.h"
 
+#include <algorithm>
+
 namespace tpool::engine {
 
 void InMemoryResultStore::put(std::shared_ptr<Job> job) {
@@ -84,6 +86,18 @@ void InMemoryResultStore::publish_figures() {
 ResultStoreStats InMemoryResultStore::stats() const {
   return {entries_.load(std::memory_order_relaxed), bytes_mirror_.load(std::memory_order_relaxed),
           expired_.load(std::memory_order_relaxed)};
+}
+
+std::vector<std::shared_ptr<Job>> InMemoryResultStore::list(std::uint64_t after_id) const {
+  std::vector<std::shared_ptr<Job>> out;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, job] : retained_) {
+      if (id > after_id) out.push_back(job);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
+  return out;
 }
 
 }  // namespace tpool::engine

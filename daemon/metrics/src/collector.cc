@@ -4,6 +4,7 @@
 // texts and labels are documented in docs/metrics.md; keep the two in step
 // (tests/integration/metrics checks every family it names, and the whole
 // shape of a scrape against scrape_shape.txt).
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -161,6 +162,42 @@ void collect_jobs(const JobsSnapshot& e, Families& f) {
       .value(e.draining ? 1.0 : 0.0);
 }
 
+prometheus::ClientMetric::Histogram to_prometheus(const CumulativeHistogram& h) {
+  prometheus::ClientMetric::Histogram out;
+  out.sample_count = h.count;
+  out.sample_sum = h.sum;
+  for (std::size_t i = 0; i < h.bounds.size() && i < h.counts.size(); ++i) {
+    out.bucket.push_back({h.counts[i], h.bounds[i]});
+  }
+  out.bucket.push_back({h.count, INFINITY});
+  return out;
+}
+
+void collect_store(const StoreSnapshot& s, Families& f) {
+  f.histogram("tpoold_store_commit_duration_seconds",
+              "Job store transactions, BEGIN to COMMIT returned (its fsync included).")
+      .hist(to_prometheus(s.commit_seconds));
+  f.histogram("tpoold_store_jobs_per_commit",
+              "Records (accepts, starts, ends, retries) written by each job store transaction.")
+      .hist(to_prometheus(s.jobs_per_commit));
+  f.gauge("tpoold_store_size_bytes", "The job store's database and WAL on disk.")
+      .value(d(s.size_bytes));
+  f.gauge("tpoold_store_pending_jobs", "Durable jobs accepted and not yet ended.")
+      .value(d(s.pending));
+  f.counter("tpoold_store_replayed_jobs_total",
+            "Durable jobs replayed from the store when tpoold started.")
+      .value(d(s.replayed));
+  f.counter("tpoold_store_commit_errors_total",
+            "Job store transactions that failed (disk full, I/O error); the log says why.")
+      .value(d(s.commit_errors));
+  f.counter("tpoold_store_refused_jobs_total",
+            "Durable jobs refused because the job store could not commit them.")
+      .value(d(s.refused));
+  f.gauge("tpoold_store_healthy",
+          "0 from a failed job store commit until a commit succeeds again, else 1.")
+      .value(s.healthy ? 1.0 : 0.0);
+}
+
 void collect_plugins(const PluginsSnapshot& c, Families& f) {
   f.gauge("tpoold_plugins_loaded", "Plugins in the current registry.").value(d(c.plugins_loaded));
   f.gauge("tpoold_handlers_registered", "Handlers in the current registry.")
@@ -240,6 +277,7 @@ std::vector<prometheus::MetricFamily> Collector::Collect() const {
     if (s.jobs) collect_jobs(*s.jobs, f);
     if (s.plugins) collect_plugins(*s.plugins, f);
     if (s.grpc) collect_grpc(*s.grpc, f);
+    if (s.store) collect_store(*s.store, f);
   }
   collect_process(read_process_stats(), f);
   return std::move(f).take();

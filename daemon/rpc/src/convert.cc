@@ -31,12 +31,9 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
   spec.labels.assign(req.labels().begin(), req.labels().end());
   spec.retain = retain;
   spec.tag = req.tag();
-  if (req.durable()) {
-    return engine::Error{ErrorCode::kFailedPrecondition,
-                         "the job asks to be durable, but this tpoold keeps jobs in memory only: "
-                         "durable jobs need the store ([store] path in the config, "
-                         "docs/store.md); send it without durable, or to a tpoold with a store"};
-  }
+  // The engine refuses it without a store (kFailedPrecondition, naming
+  // [store] path) and ORs in the [store] defaults.
+  spec.durable = req.durable();
   spec.max_attempts = req.max_attempts();  // 0: the handler's default (the engine's)
   spec.backoff_base = std::chrono::milliseconds(req.backoff_base_ms());
   spec.backoff_cap = std::chrono::milliseconds(req.backoff_cap_ms());
@@ -63,6 +60,7 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
     // Clamp to ~100 years so the addition cannot overflow.
     std::uint64_t ms = std::min<std::uint64_t>(req.timeout_ms(), 3'000'000'000'000ull);
     deadline = now + std::chrono::milliseconds(ms);
+    spec.timeout = std::chrono::milliseconds(ms);  // kept for a durable job's replay
   }
   if (call_deadline != std::chrono::system_clock::time_point::max()) {
     auto left = call_deadline - std::chrono::system_clock::now();

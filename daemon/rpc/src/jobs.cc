@@ -229,19 +229,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
   return r;
 }
 
-grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
-                                              const tpool::v1::JobRef* req,
-                                              tpool::v1::JobStatus* resp) {
-  if (auto a = access_.admit(ctx, security::Method::kGet); a.refused) {
-    return finish_now(ctx, *a.refused);
-  }
-  if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
-  auto found = engine_.find(req->job_id());
-  if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
-  const engine::Job& job = *found.value;
+namespace {
+
+// Get's answer, and each of ListJobs'.
+void fill_status(const engine::Job& job, const std::string& replica, tpool::v1::JobStatus* resp) {
   engine::JobState state = job.state();
   resp->set_job_id(job.id());
-  resp->set_replica(replica_);
+  resp->set_replica(replica);
   resp->set_handler(job.handler_name());
   resp->set_state(to_proto(state));
   resp->set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
@@ -258,6 +252,20 @@ grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
   resp->set_lane(to_proto(job.lane()));
   resp->set_attempts(job.attempts());
   for (std::string& m : job.attempt_messages()) resp->add_attempt_messages(std::move(m));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::Get(grpc::CallbackServerContext* ctx,
+                                              const tpool::v1::JobRef* req,
+                                              tpool::v1::JobStatus* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kGet); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
+  if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
+  auto found = engine_.find(req->job_id());
+  if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
+  fill_status(*found.value, replica_, resp);
   return finish_now(ctx, grpc::Status::OK);
 }
 
@@ -290,6 +298,105 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListHandlers(grpc::CallbackServerConte
     out->set_description(h.description);
     out->set_lane_hint(to_proto(h.lane));
   }
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
+                                                   const tpool::v1::ListJobsRequest* req,
+                                                   tpool::v1::ListJobsReply* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kListJobs); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
+  engine::ListFilter f;
+  if (req->page_size() > 1000) {
+    return finish_now(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                        "page_size is " + std::to_string(req->page_size()) +
+                                            "; ask for at most 1000 jobs a page (0: 100)"));
+  }
+  f.limit = req->page_size() == 0 ? 100 : req->page_size();
+  if (!req->page_token().empty()) {
+    // The token is the last id of the previous page, in decimal.
+    const std::string& t = req->page_token();
+    std::uint64_t v = 0;
+    bool ok = t.size() <= 20;
+    for (char c : t) {
+      if (c < '0' || c > '9' || v > (UINT64_MAX - 9) / 10) {
+        ok = false;
+        break;
+      }
+      v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (!ok) {
+      return finish_now(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                          "page_token '" + t.substr(0, 32) +
+                                              "' is not one this server returned; pass a "
+                                              "next_page_token unchanged, or none to start again"));
+    }
+    f.after_id = v;
+  }
+  for (int st : req->states()) {
+    switch (static_cast<tpool::v1::JobState>(st)) {
+      case tpool::v1::JOB_STATE_QUEUED:
+        f.states.push_back(engine::JobState::kQueued);
+        break;
+      case tpool::v1::JOB_STATE_RUNNING:
+        f.states.push_back(engine::JobState::kRunning);
+        break;
+      case tpool::v1::JOB_STATE_SUCCEEDED:
+        f.states.push_back(engine::JobState::kSucceeded);
+        break;
+      case tpool::v1::JOB_STATE_FAILED:
+        f.states.push_back(engine::JobState::kFailed);
+        break;
+      case tpool::v1::JOB_STATE_CANCELLED:
+        f.states.push_back(engine::JobState::kCancelled);
+        break;
+      case tpool::v1::JOB_STATE_TIMED_OUT:
+        f.states.push_back(engine::JobState::kTimedOut);
+        break;
+      case tpool::v1::JOB_STATE_SCHEDULED:
+        f.states.push_back(engine::JobState::kScheduled);
+        break;
+      default:
+        return finish_now(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            "states holds " + std::to_string(st) +
+                                                ", not a job state; use JOB_STATE_QUEUED (1) to "
+                                                "JOB_STATE_SCHEDULED (7)"));
+    }
+  }
+  f.handler = req->handler();
+  f.label_key = req->label_key();
+  f.label_value = req->label_value();
+  if (f.label_key.empty() && !f.label_value.empty()) {
+    return finish_now(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                        "label_value is set without label_key; name the label"));
+  }
+  bool more = false;
+  for (const auto& job : engine_.list(f, &more)) fill_status(*job, replica_, resp->add_jobs());
+  if (more && resp->jobs_size() > 0) {
+    resp->set_next_page_token(std::to_string(resp->jobs(resp->jobs_size() - 1).job_id()));
+  }
+  return finish_now(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::Retry(grpc::CallbackServerContext* ctx,
+                                                const tpool::v1::JobRef* req,
+                                                tpool::v1::JobRef* resp) {
+  auto a = access_.admit(ctx, security::Method::kRetry);
+  if (a.refused) return finish_now(ctx, *a.refused);
+  if (auto s = other_replica(req->job_id(), req->replica(), replica_)) return finish_now(ctx, *s);
+  // The allow-list names handlers: check the retried job's.
+  auto found = engine_.find(req->job_id());
+  if (!found.ok()) return finish_now(ctx, to_status(*found.error, ctx));
+  if (std::string why =
+          a.caller.handler_refusal(security::Method::kRetry, found.value->handler_name());
+      !why.empty()) {
+    return finish_now(ctx, grpc::Status(grpc::StatusCode::PERMISSION_DENIED, why));
+  }
+  auto sub = engine_.retry(req->job_id(), nullptr, nullptr);
+  if (!sub.ok()) return finish_now(ctx, to_status(*sub.error, ctx));
+  resp->set_job_id(sub.value.job->id());
+  resp->set_replica(replica_);
   return finish_now(ctx, grpc::Status::OK);
 }
 

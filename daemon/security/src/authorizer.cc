@@ -16,7 +16,7 @@ struct MethodInfo {
 };
 
 // One row per RPC of proto/tpool/v1 (issue 16's role table).
-constexpr std::array<MethodInfo, 12> kMethods{{
+constexpr std::array<MethodInfo, 14> kMethods{{
     {Method::kExecute, "Execute", "/tpool.v1.JobService/Execute", Role::kSubmit, true},
     {Method::kSubmit, "Submit", "/tpool.v1.JobService/Submit", Role::kSubmit, true},
     {Method::kSubmitBatch, "SubmitBatch", "/tpool.v1.JobService/SubmitBatch", Role::kSubmit, true},
@@ -31,6 +31,10 @@ constexpr std::array<MethodInfo, 12> kMethods{{
      false},
     {Method::kDrain, "Drain", "/tpool.v1.AdminService/Drain", Role::kAdmin, false},
     {Method::kShutdown, "Shutdown", "/tpool.v1.AdminService/Shutdown", Role::kAdmin, false},
+    {Method::kListJobs, "ListJobs", "/tpool.v1.JobService/ListJobs", Role::kRead, false},
+    // Runs the retried job's handler: the allow-list is checked against it
+    // once the job is found (jobs.cc, Caller::handler_refusal).
+    {Method::kRetry, "Retry", "/tpool.v1.JobService/Retry", Role::kSubmit, true},
 }};
 
 const MethodInfo* info(Method m) noexcept {

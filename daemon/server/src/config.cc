@@ -413,6 +413,7 @@ Status DaemonConfig::validate() const {
            range("results.max_bytes", results.max_bytes, 0, 1ull << 40),
            range("results.max_entries", results.max_entries, 0, 1u << 26),
            range("retry.max_scheduled_jobs", retry.max_scheduled_jobs, 0, 1u << 26),
+           range("store.max_batch", store.max_batch, 1, 1u << 20),
            one_of("log.level", log.level,
                   {"trace", "debug", "info", "warn", "error", "critical", "off"}),
            one_of("log.format", log.format, {"text", "json"}),
@@ -436,6 +437,20 @@ Status DaemonConfig::validate() const {
   if (Status s = policy("retry", retry.defaults); !s.ok()) return s;
   for (const auto& [name, p] : retry.handlers) {
     if (Status s = policy("retry.handlers." + name, p); !s.ok()) return s;
+  }
+  if (!store.enabled()) {
+    if (store.durable) {
+      return Status::InvalidArgument(
+          "store.durable = true needs the store: set store.path to the journal's file (e.g. "
+          "/var/lib/tpoold/jobs.db), or remove store.durable");
+    }
+    for (const auto& [name, d] : store.handlers) {
+      if (d) {
+        return Status::InvalidArgument("store.handlers." + name +
+                                       ".durable = true needs the store: set store.path to the "
+                                       "journal's file, or remove that table");
+      }
+    }
   }
   if (Status s = validate_security(*this); !s.ok()) return s;
   if (metrics.enabled) {
@@ -574,6 +589,8 @@ engine::EngineLimits DaemonConfig::engine_limits() const {
   l.retry = policy(retry.defaults);
   for (const auto& [name, p] : retry.handlers) l.handler_retry.emplace_back(name, policy(p));
   l.max_scheduled_jobs = retry.max_scheduled_jobs;
+  l.durable = store.durable;
+  for (const auto& [name, d] : store.handlers) l.handler_durable.emplace_back(name, d);
   return l;
 }
 
@@ -689,6 +706,29 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
                    !err.empty()) {
                  return err;
                }
+             }
+           }
+           return "";
+         }}}},
+      {"store",
+       {{"path", str(c.store.path)},
+        {"durable", boolean(c.store.durable)},
+        {"max_batch", u64(c.store.max_batch)},
+        {"handlers",
+         [&c](const toml::node& n, const std::string& key) -> std::string {
+           const auto* t = n.as_table();
+           if (t == nullptr) return key + " must be a table of [store.handlers.NAME] tables";
+           for (const auto& [name, v] : *t) {
+             const std::string where = key + "." + std::string(name.str());
+             const auto* h = v.as_table();
+             if (h == nullptr) return where + " must be a table (durable = true or false)";
+             for (const auto& [k, hv] : *h) {
+               if (k.str() != "durable") {
+                 return "unknown key " + where + "." + std::string(k.str()) +
+                        "; a handler's store table has one key: durable";
+               }
+               if (!hv.is_boolean()) return where + ".durable must be true or false";
+               c.store.handlers[std::string(name.str())] = *hv.value<bool>();
              }
            }
            return "";

@@ -97,6 +97,18 @@ struct RetrySection {
   std::uint64_t max_scheduled_jobs = 100000;  // delayed jobs waiting at once
 };
 
+// The job store (docs/store.md, docs/configuration.md [store]): durable
+// jobs in an SQLite journal. path empty: no store, jobs live in memory only
+// and a durable request is refused.
+struct StoreSection {
+  std::string path;
+  bool durable = false;                  // the default for requests that do not ask
+  std::map<std::string, bool> handlers;  // [store.handlers.NAME] durable
+  std::uint64_t max_batch = 1024;        // records per transaction (group commit)
+
+  bool enabled() const { return !path.empty(); }
+};
+
 struct LogSection {
   std::string level = "info";   // trace, debug, info, warn, error, critical, off
   std::string format = "text";  // text or json
@@ -158,6 +170,7 @@ struct DaemonConfig {
   PluginsSection plugins;
   ResultsSection results;
   RetrySection retry;
+  StoreSection store;
   LogSection log;
   MetricsSection metrics;
 

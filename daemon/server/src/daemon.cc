@@ -261,9 +261,26 @@ int Daemon::start() {
   access.tokens = tokens_.get();
   access.principal_from = principal_from(config_);
 
+  if (config_.store.enabled()) {
+    store::JournalOptions jo;
+    jo.path = config_.store.path;
+    jo.max_batch = config_.store.max_batch;
+    jo.retention = std::chrono::milliseconds(config_.results.retention_ms);
+    auto journal = store::Journal::open(std::move(jo));
+    if (!journal.ok()) {
+      spdlog::critical("cannot open the job store ([store] path): {}", journal.status().message());
+      return 1;
+    }
+    journal_ = std::move(journal).value();
+    store_metrics_ = std::make_unique<StoreMetrics>(*journal_);
+    spdlog::info("job store {}: incarnation {}, {} accepted jobs to replay", journal_->path(),
+                 journal_->incarnation(), journal_->recovered().size());
+  }
   engine::EngineLimits limits = config_.engine_limits();
   limits.thread_init = &crash_handler_thread_init;
-  engine_ = std::make_unique<engine::Engine>(*pool_, *host_, limits);
+  engine_ =
+      std::make_unique<engine::Engine>(*pool_, *host_, limits, nullptr, nullptr, journal_.get());
+  engine_->recover();  // (D4) before the first request
   jobs_ = std::make_unique<rpc::JobServiceImpl>(*engine_, config_.rpc_limits(),
                                                 config_.replica_id(), rpc::Access(access));
   const AdminListen admin_listen = config_.admin_listen();
@@ -318,7 +335,8 @@ int Daemon::start() {
     }
   }
   std::string exporter_error;
-  DaemonView view{&config_, pool_.get(), host_.get(), engine_.get(), jobs_.get()};
+  DaemonView view{&config_,      pool_.get(), host_.get(),
+                  engine_.get(), jobs_.get(), store_metrics_.get()};
   exporters_ = start_exporters(view, &exporter_error);
   if (!exporter_error.empty()) {
     spdlog::critical("{}", exporter_error);
@@ -423,6 +441,7 @@ void Daemon::serve() {
     auto now = std::chrono::steady_clock::now();
     if (now >= next_expire) {
       engine_->expire();
+      if (store_metrics_) store_metrics_->drain();
       next_expire = now + kExpireEvery;
     }
     if (n.watchdog_interval().count() > 0 && now >= next_ping) {

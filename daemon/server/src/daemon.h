@@ -33,11 +33,13 @@
 
 #include "config.h"
 #include "phase.h"
+#include "store_metrics.h"
 #include "tpool/common/mutex.h"
 #include "tpool/engine/engine.h"
 #include "tpool/plugin_host/host.h"
 #include "tpool/rpc/services.h"
 #include "tpool/security/token_store.h"
+#include "tpool/store/journal.h"
 
 namespace grpc {
 class Server;
@@ -53,6 +55,7 @@ struct DaemonView {
   const plugin_host::Host* host = nullptr;
   const engine::Engine* engine = nullptr;
   const rpc::JobServiceImpl* jobs = nullptr;
+  StoreMetrics* store = nullptr;  // null: no job store
 };
 
 // The exit status when handlers ignored cancellation through the whole stop
@@ -106,6 +109,10 @@ class Daemon final : public rpc::Lifecycle {
 
   std::size_t stuck_handlers_ = 0;  // main thread only: set by drain()
 
+  // The job store ([store] path; null: none). Declared first of the parts:
+  // destroyed last, after the engine and the pool whose jobs append to it.
+  std::unique_ptr<store::Journal> journal_;
+  std::unique_ptr<StoreMetrics> store_metrics_;  // with journal_
   std::unique_ptr<plugin_host::Host> host_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<engine::Engine> engine_;

@@ -97,6 +97,24 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
                                    .stream_buffered_bytes = r.stream_buffered_bytes,
                                    .stream_unparsable_messages = r.stream_unparsable_messages};
   }
+  if (v.store != nullptr) {
+    store::Journal& jn = v.store->journal();
+    const store::JournalStats st = jn.stats();
+    metrics::StoreSnapshot& m = s.store.emplace();
+    StoreMetrics::Histogram commit, per_commit;
+    v.store->read(commit, per_commit);
+    m.commit_seconds = {commit.bounds, commit.counts, commit.count, commit.sum};
+    m.jobs_per_commit = {per_commit.bounds, per_commit.counts, per_commit.count, per_commit.sum};
+    m.size_bytes = st.file_bytes;
+    m.pending = st.pending;
+    m.commit_errors = st.commit_errors;
+    m.healthy = jn.healthy();
+    if (v.engine != nullptr) {
+      const engine::EngineSnapshot e = v.engine->snapshot();
+      m.replayed = e.replayed;
+      m.refused = e.store_refused;
+    }
+  }
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <random>
 #include <utility>
 
 #include "reader.h"
@@ -51,6 +52,7 @@ struct Journal::Impl {
   JournalOptions options;
   std::vector<JobRecord> recovered;
   std::uint64_t next_id_floor = 1;
+  std::uint32_t incarnation = 1;
   std::unique_ptr<detail::Writer> writer;
   std::unique_ptr<detail::Reader> reader;
 };
@@ -96,6 +98,29 @@ Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options) {
   if (rc != SQLITE_OK) return detail::file_error(path, "read its id floor", rc, db.errmsg());
   impl->next_id_floor = static_cast<std::uint64_t>(floor);
 
+  // (J9) This open's incarnation: one more than the last one's, written
+  // (and fsync'd: autocommit, synchronous=FULL) before any job is accepted.
+  // A meta row, not schema: a file without it starts at 1.
+  std::int64_t last = 0;
+  rc = db.query_int("SELECT coalesce((SELECT value FROM meta WHERE key = 'incarnation'), 0)", last);
+  if (rc != SQLITE_OK) return detail::file_error(path, "read its incarnation", rc, db.errmsg());
+  // A new file starts at a random one, so a store deleted and made anew
+  // does not hand out the ids of the one before (probability 2^-24).
+  std::uint64_t next = 0;
+  if (last == 0) {
+    std::random_device rd;
+    while (next == 0) next = rd() & kIncarnationMask;
+  } else {
+    next = (static_cast<std::uint64_t>(last) & kIncarnationMask) + 1;
+    if (next > kIncarnationMask) next = 1;
+  }
+  const std::string claim = "INSERT INTO meta (key, value) VALUES ('incarnation', " +
+                            std::to_string(next) +
+                            ") ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+  rc = db.exec(claim.c_str());
+  if (rc != SQLITE_OK) return detail::file_error(path, "record this start", rc, db.errmsg());
+  impl->incarnation = static_cast<std::uint32_t>(next);
+
   auto reader = detail::Reader::open(path);
   if (!reader.ok()) return reader.status();
   impl->reader = std::move(reader).value();
@@ -130,6 +155,10 @@ const std::vector<JobRecord>& Journal::recovered() const noexcept {
 
 std::uint64_t Journal::next_id_floor() const noexcept {
   return impl_->next_id_floor;
+}
+
+std::uint32_t Journal::incarnation() const noexcept {
+  return impl_->incarnation;
 }
 
 void Journal::append_accepted(std::vector<JobRecord> jobs, Committed done) {

@@ -54,6 +54,7 @@ JobRecord decode_job(const Stmt& s) {
   r.output = s.bytes(13);
   r.message = s.bytes(14);
   r.ended_unix_ms = s.int64(15);
+  r.tag = static_cast<std::uint64_t>(s.int64(16));  // its int64 bit pattern (schema 3)
   return r;
 }
 

@@ -82,6 +82,12 @@ CREATE INDEX labels_by_key ON labels (key, value);
 //    one history entry, as version 2 would have written it.
 //  - jobs_by_state_ended: expire() finds ended jobs by (state, ended_unix_ms)
 //    instead of scanning the table.
+// Version 3: the client's correlation tag (a Stream's), so a replayed job's
+// result carries it (issue 17).
+constexpr const char* kStep3 = R"sql(
+ALTER TABLE jobs ADD COLUMN tag INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr const char* kStep2 = R"sql(
 CREATE TABLE attempt_messages (
   seq INTEGER PRIMARY KEY,
@@ -97,12 +103,14 @@ INSERT INTO attempt_messages (job_id, message)
 }  // namespace
 
 std::string_view schema_step_sql(int version) noexcept {
-  static_assert(kSchemaVersion == 2, "a new schema version needs its step here");
+  static_assert(kSchemaVersion == 3, "a new schema version needs its step here");
   switch (version) {
     case 1:
       return kStep1;
     case 2:
       return kStep2;
+    case 3:
+      return kStep3;
     default:
       return {};
   }

@@ -14,7 +14,7 @@ namespace tpool::store::detail {
 inline constexpr const char* kJobColumns =
     "id, handler, payload, idempotency_key, lane, timeout_ms, accepted_unix_ms, "
     "not_before_unix_ms, attempt, max_attempts, backoff_base_ms, backoff_cap_ms, state, output, "
-    "message, ended_unix_ms";
+    "message, ended_unix_ms, tag";
 
 // How long a connection waits for a lock another connection holds before it
 // gives up with SQLITE_BUSY. Picked by hand: our own connections never hold

@@ -62,8 +62,8 @@ Status Writer::prepare() {
       {&insert_job_,
        "INSERT INTO jobs (id, seq, handler, payload, idempotency_key, lane, timeout_ms, "
        "accepted_unix_ms, not_before_unix_ms, attempt, max_attempts, backoff_base_ms, "
-       "backoff_cap_ms, state, output, message, ended_unix_ms) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"},
+       "backoff_cap_ms, state, output, message, ended_unix_ms, tag) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"},
       {&insert_label_, "INSERT INTO labels (job_id, pos, key, value) VALUES (?1, ?2, ?3, ?4)"},
       {&insert_message_, "INSERT INTO attempt_messages (job_id, message) VALUES (?1, ?2)"},
       {&state_of_, "SELECT state FROM jobs WHERE id = ?1"},
@@ -342,6 +342,7 @@ int Writer::insert_job(const JobRecord& r) {
     s->bind_blob(15, r.output);
     s->bind_text(16, r.message);
     s->bind(17, r.ended_unix_ms);
+    s->bind(18, static_cast<std::int64_t>(r.tag));  // its bit pattern; decode_job undoes it
     if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
   }
   for (std::size_t pos = 0; pos < r.labels.size(); ++pos) {

@@ -208,6 +208,36 @@ TEST_F(Tpoolctl, SubmitGetWait) {
   EXPECT_EQ(sj.out.rfind("{\"job_id\":", 0), 0u) << sj.out;
 }
 
+TEST_F(Tpoolctl, JobsListsTheDeadLettersAndRetryRunsOneAgain) {
+  auto s = run({"submit", "fail", "boom", "--label", "who=jobs-test"});
+  ASSERT_EQ(s.exit, 0) << s.err;
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+  (void)run({"wait", id});
+  auto l = run({"jobs", "--state", "failed,timed_out", "--label", "who=jobs-test"});
+  ASSERT_EQ(l.exit, 0) << l.err;
+  EXPECT_NE(l.out.find("JOB_ID"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find(id + " "), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("FAILED"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("fail: boom"), std::string::npos) << l.out;
+  auto r = run({"retry", id});
+  ASSERT_EQ(r.exit, 0) << r.err;
+  const std::string again = r.out.substr(0, r.out.find('\n'));
+  EXPECT_NE(again, id);
+  (void)run({"wait", again});
+  auto lj = run({"--json", "jobs", "--label", "who=jobs-test", "--limit", "1"});
+  ASSERT_EQ(lj.exit, 0) << lj.err;
+  EXPECT_NE(lj.out.find("\"job_id\":" + id), std::string::npos) << lj.out;
+  EXPECT_NE(lj.out.find("\"next_page_token\":\"" + id + "\""), std::string::npos) << lj.out;
+  // Usage errors: one sentence, exit 2.
+  auto bad = run({"jobs", "--state", "sleepy"});
+  EXPECT_EQ(bad.exit, 2);
+  EXPECT_TRUE(one_sentence(bad.err)) << bad.err;
+  // durable without the daemon's store: FAILED_PRECONDITION, naming [store] path.
+  auto d = run({"execute", "echo", "x", "--durable"});
+  EXPECT_NE(d.exit, 0);
+  EXPECT_NE(d.err.find("[store] path"), std::string::npos) << d.err;
+}
+
 TEST_F(Tpoolctl, CancelThenWaitExits6) {
   auto s = run({"submit", "sleep", "60000"});
   ASSERT_EQ(s.exit, 0) << s.err;

@@ -57,6 +57,15 @@ inline std::string gen_test_certs_script() {
 #endif
 }
 
+// Whether this run is the store variant (TPOOL_IT_STORE=1, issue 17): every
+// daemon keeps a job store in its own directory with [store] durable = true,
+// so every job of the suite is durable (committed before it is acknowledged,
+// journaled as it runs and ends).
+inline bool store_variant() {
+  const char* v = std::getenv("TPOOL_IT_STORE");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // Whether this run is the secure variant (TPOOL_IT_SECURE=1).
 inline bool secure_variant() {
   const char* v = std::getenv("TPOOL_IT_SECURE");
@@ -167,6 +176,9 @@ class DaemonProcess {
         EXPECT_TRUE(SecureMaterial::get().ok())
             << "gen-test-certs.sh failed: " << SecureMaterial::get().read("gen.log");
         c << SecureMaterial::get().config();
+      }
+      if (store_variant() && extra_config.find("[store]") == std::string::npos) {
+        c << "\n[store]\npath = \"" << (dir_ / "jobs.db").string() << "\"\ndurable = true\n";
       }
     }
     std::vector<std::string> args = {TPOOLD_BIN,       "--config",    config_file_, "--listen",

@@ -234,9 +234,18 @@ TEST(Replica, ARefFromBeforeARestartIsNotFoundNeverAnotherJob) {
   // A job id's top 24 bits are its incarnation (docs/api.md).
   const std::uint64_t now_incarnation = new_refs[0].job_id() >> 40;
   auto restarted = [&](const JobRef& ref) {
-    return "job " + std::to_string(ref.job_id()) + " is from another run of tpoold (incarnation " +
-           std::to_string(ref.job_id() >> 40) + ", now " + std::to_string(now_incarnation) +
-           "): tpoold restarted since this job was accepted; its result is gone, submit the job "
+    const std::string which =
+        "job " + std::to_string(ref.job_id()) + " is from another run of tpoold (incarnation " +
+        std::to_string(ref.job_id() >> 40) + ", now " + std::to_string(now_incarnation) + ")";
+    // The store variant: each DaemonProcess has a store of its own, which
+    // knows nothing of the other's jobs.
+    if (store_variant()) {
+      return which +
+             " and the job store has no record of it: it was not durable, or its result has "
+             "expired (results.retention_ms); submit the job again";
+    }
+    return which +
+           ": tpoold restarted since this job was accepted; its result is gone, submit the job "
            "again";
   };
   for (const JobRef& ref : old_refs) {

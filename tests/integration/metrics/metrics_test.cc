@@ -288,6 +288,50 @@ TEST(Metrics, ScrapeShapeIsTheDocumentedOne) {
   EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
 }
 
+TEST(Metrics, TheStoreFamiliesWithAStoreAndNotWithout) {
+  // Issue 17: tpoold_store_* with [store] path set (every job durable here),
+  // exact where they can be, and promtool-clean; absent without a store
+  // (ScrapeShapeIsTheDocumentedOne's daemon has none, and its shape has no
+  // tpoold_store_ line).
+  TempDir dir;
+  MetricsDaemon m(dir, "[store]\npath = \"" + dir.file("jobs.db") + "\"\ndurable = true\n");
+  ASSERT_TRUE(m.daemon.started()) << m.daemon.log();
+  ASSERT_GT(m.port, 0) << m.daemon.log();
+  constexpr int kJobs = 200;
+  run_echo_jobs(m.daemon, kJobs, 4);
+  // The jobs' end records are committed after their results went out: poll
+  // (bounded) until none is pending.
+  std::map<std::string, double> v;
+  std::string body;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    HttpReply r = http_get(m.port, "/metrics");
+    ASSERT_EQ(r.status, 200);
+    body = r.body;
+    v = parse_exposition(body);
+  } while (v["tpoold_store_pending_jobs"] != 0 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(v["tpoold_store_pending_jobs"], 0);
+  EXPECT_EQ(v["tpoold_store_healthy"], 1);
+  EXPECT_EQ(v["tpoold_store_replayed_jobs_total"], 0);
+  EXPECT_EQ(v["tpoold_store_commit_errors_total"], 0);
+  EXPECT_EQ(v["tpoold_store_refused_jobs_total"], 0);
+  EXPECT_GT(v["tpoold_store_size_bytes"], 0);
+  // Each job is three records (accepted, started, ended) in some commits.
+  const double commits = v["tpoold_store_commit_duration_seconds_count"];
+  EXPECT_GT(commits, 0);
+  EXPECT_LE(commits, 3.0 * kJobs);
+  EXPECT_EQ(v["tpoold_store_jobs_per_commit_count"], commits);
+  EXPECT_EQ(v["tpoold_store_jobs_per_commit_sum"], 3.0 * kJobs);
+  EXPECT_EQ(v["tpoold_store_commit_duration_seconds_bucket{le=\"+Inf\"}"], commits);
+  EXPECT_EQ(type_of(exposition_types(body), "tpoold_store_commit_duration_seconds"), "histogram");
+  const std::string in = dir.file("scrape.txt");
+  std::ofstream(in) << body;
+  Child promtool({"promtool", "check", "metrics"}, dir.file("promtool.log"), in);
+  EXPECT_EQ(promtool.wait(std::chrono::seconds(60)), std::optional<int>(0)) << promtool.log();
+  EXPECT_EQ(promtool.log(), "");
+  EXPECT_EQ(m.daemon.stop(), std::optional<int>(0)) << m.daemon.log();
+}
+
 TEST(Metrics, PluginLibrariesOpenCountsTheLibrariesMappedAfterAReload) {
   // The host's libraries_open already falls when a library is closed; the
   // scrape used to subtract libraries_closed again, so after a reload with

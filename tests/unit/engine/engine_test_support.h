@@ -129,6 +129,7 @@ struct BenchOptions {
   std::size_t max_output_bytes = std::size_t{1} << 20;
   const tpool::Clock* clock = nullptr;
   std::unique_ptr<ResultStore> store;
+  store::Journal* journal = nullptr;  // durable jobs (durable_test.cc); outlives the engine
 
   static BenchOptions with_threads(std::size_t n) {
     BenchOptions o;
@@ -163,7 +164,8 @@ class EngineBench : public ::testing::Test {
     auto p = Pool::create(pc);
     ASSERT_TRUE(p.ok()) << p.status().message();
     pool_ = std::move(p).value();
-    engine_ = std::make_unique<Engine>(*pool_, *host_, o.limits, o.clock, std::move(o.store));
+    engine_ =
+        std::make_unique<Engine>(*pool_, *host_, o.limits, o.clock, std::move(o.store), o.journal);
   }
 
   void TearDown() override {

@@ -331,6 +331,9 @@ class RecordingStore final : public ResultStore {
   }
   void expire(TimePoint now) override { inner_.expire(now); }
   ResultStoreStats stats() const override { return inner_.stats(); }
+  std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const override {
+    return inner_.list(after_id);
+  }
 
   std::vector<std::string> calls(std::uint64_t id) {
     std::lock_guard lock(mu_);

@@ -307,11 +307,14 @@ TEST(RpcToSpec, RetryDelayAndDurableFields) {
   EXPECT_GT(spec.delay, std::chrono::seconds(50));
   EXPECT_LE(spec.delay, std::chrono::minutes(1));
 
-  req.set_durable(true);  // no store in this build of the daemon
-  err = to_spec(req, no_deadline, true, spec);
-  ASSERT_TRUE(err.has_value());
-  EXPECT_EQ(err->code, engine::ErrorCode::kFailedPrecondition);
-  EXPECT_NE(err->message.find("[store] path"), std::string::npos) << err->message;
+  // durable passes through; the engine refuses it without a store
+  // (tests/unit/engine/durable_test.cc, kFailedPrecondition naming [store] path).
+  req.set_durable(true);
+  req.set_timeout_ms(1500);
+  spec = {};
+  ASSERT_FALSE(to_spec(req, no_deadline, true, spec).has_value());
+  EXPECT_TRUE(spec.durable);
+  EXPECT_EQ(spec.timeout, std::chrono::milliseconds(1500));  // kept for a replay
 }
 
 }  // namespace

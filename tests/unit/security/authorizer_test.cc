@@ -32,6 +32,7 @@ TEST(Authorizer, EachMethodNeedsItsRole) {
       {Method::kWait, "read"},          {Method::kListHandlers, "read"},
       {Method::kStats, "read"},         {Method::kReloadPlugins, "admin"},
       {Method::kDrain, "admin"},        {Method::kShutdown, "admin"},
+      {Method::kListJobs, "read"},      {Method::kRetry, "submit"},
   };
   for (const auto& row : table) {
     EXPECT_STREQ(to_string(required_role(row.m)), row.role) << to_string(row.m);

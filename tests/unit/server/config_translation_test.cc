@@ -81,5 +81,41 @@ TEST(ConfigTranslation, EngineHostAndRpcGetTheirKeys) {
   EXPECT_EQ(h.max_output_bytes, 1000000u);
 }
 
+TEST(ConfigTranslation, TheStoreSectionGivesTheEngineItsDurableDefaults) {
+  DaemonConfig c = parsed(
+      "[store]\npath = \"/var/lib/tpoold/jobs.db\"\nmax_batch = 64\n"
+      "[store.handlers.hash]\ndurable = true\n[store.handlers.echo]\ndurable = false\n");
+  EXPECT_TRUE(c.store.enabled());
+  EXPECT_EQ(c.store.path, "/var/lib/tpoold/jobs.db");
+  EXPECT_EQ(c.store.max_batch, 64u);
+  ASSERT_TRUE(c.validate().ok()) << c.validate().message();
+  engine::EngineLimits e = c.engine_limits();
+  EXPECT_FALSE(e.durable);
+  EXPECT_EQ(e.handler_durable,
+            (std::vector<std::pair<std::string, bool>>{{"echo", false}, {"hash", true}}));
+  EXPECT_FALSE(parsed("").store.enabled());  // no store unless a path is given
+}
+
+TEST(ConfigTranslation, TheStoreSectionsMistakesSayWhatToDo) {
+  // durable without a store: refused, naming the key to set.
+  DaemonConfig c = parsed("[store]\ndurable = true\n");
+  Status s = c.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("store.path"), std::string::npos) << s.message();
+  c = parsed("[store.handlers.echo]\ndurable = true\n");
+  s = c.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("store.handlers.echo.durable"), std::string::npos) << s.message();
+  c = parsed("[store]\npath = \"x.db\"\nmax_batch = 0\n");
+  EXPECT_FALSE(c.validate().ok());
+  auto bad = parse_config("[store.handlers.echo]\nfast = true\n", "test.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("one key: durable"), std::string::npos)
+      << bad.status().message();
+  bad = parse_config("[store]\npaht = \"x.db\"\n", "test.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("paht"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace tpool::server

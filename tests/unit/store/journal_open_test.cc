@@ -129,12 +129,12 @@ TEST(JournalOpen, ANewerSchemaIsAFailedPreconditionAndTheFileIsUnchanged) {
   const auto o = options_for(dir.file("jobs.db"));
   {
     RawDb raw(o.path);
-    raw.exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY); PRAGMA user_version = 3;");
+    raw.exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY); PRAGMA user_version = 4;");
   }
   const std::string before = read_file(o.path);
   auto j = Journal::open(o);
   ASSERT_EQ(j.status().code(), StatusCode::kFailedPrecondition) << j.status().to_string();
-  expect_mentions(j.status(), {o.path, "version 3", "newer tpoold", "up to 2"});
+  expect_mentions(j.status(), {o.path, "version 4", "newer tpoold", "up to 3"});
   // Not even switched to WAL (which rewrites the header).
   EXPECT_EQ(read_file(o.path), before);
   EXPECT_FALSE(exists(o.path + "-wal"));
@@ -221,7 +221,7 @@ TEST(JournalOpen, AFailedMigrationLeavesTheFileAtItsVersion) {
   write_v1_file(o.path, "CREATE INDEX jobs_by_state_ended ON jobs (handler);");
   auto j = Journal::open(o);
   ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
-  expect_mentions(j.status(), {o.path, "version 1 to 2", "step 2", "left at version 1"});
+  expect_mentions(j.status(), {o.path, "version 1 to 3", "step 2", "left at version 1"});
   RawDb raw(o.path, SQLITE_OPEN_READONLY);
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), 1);
   // Step 2 created attempt_messages before it failed; the rollback took it.

@@ -266,6 +266,34 @@ TEST(JournalRecords, IdsFloorOutlivesDeletedJobsAndRestarts) {
   EXPECT_EQ(j->next_id_floor(), 10u);
 }
 
+TEST(JournalRecords, EachOpenClaimsTheNextIncarnation) {
+  // (J9) A new file starts at a random incarnation; each open after it is
+  // one more, whether the run before accepted jobs or not, and survives a
+  // crash (it is committed before open() returns).
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  std::uint32_t first = 0;
+  {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    first = j->incarnation();
+    EXPECT_GE(first, 1u);
+    EXPECT_LE(first, kIncarnationMask);  // ids stay below 2^63 (SQLite integers)
+  }
+  std::uint32_t expect = first;
+  for (int i = 0; i < 3; ++i) {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    expect = expect == kIncarnationMask ? 1 : expect + 1;
+    EXPECT_EQ(j->incarnation(), expect);
+  }
+  // Another file: another (random) start, almost surely not the same one.
+  TempDir other;
+  auto k = open_ok(options_for(other.file("jobs.db")));
+  ASSERT_TRUE(k);
+  EXPECT_GE(k->incarnation(), 1u);
+}
+
 TEST(JournalRecords, ReopenAfterCleanCloseRecoversThePendingJobsOnly) {
   TempDir dir;
   const auto o = options_for(dir.file("jobs.db"));

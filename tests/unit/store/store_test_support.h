@@ -82,6 +82,7 @@ inline JobRecord make_job(std::uint64_t id, RecordState state = RecordState::kQu
   r.max_attempts = 4;
   r.backoff_base_ms = 100;
   r.backoff_cap_ms = 60000;
+  r.tag = 0xfeedface00000000ull + id;  // above 2^63: kept as its bit pattern
   r.state = state;
   return r;
 }
@@ -107,6 +108,7 @@ inline std::string diff(const JobRecord& want, const JobRecord& got) {
   TPOOL_STORE_FIELD(max_attempts)
   TPOOL_STORE_FIELD(backoff_base_ms)
   TPOOL_STORE_FIELD(backoff_cap_ms)
+  TPOOL_STORE_FIELD(tag)
   TPOOL_STORE_FIELD(state)
   TPOOL_STORE_FIELD(output)
   TPOOL_STORE_FIELD(message)

@@ -130,6 +130,9 @@ struct Job {
   std::chrono::milliseconds backoff_cap{0};
   // Run the first attempt this long after acceptance (JOB_STATE_SCHEDULED until then).
   std::chrono::milliseconds delay{0};
+  // Acknowledged only once on disk, run again after a crash (docs/api.md,
+  // "Durable jobs"); needs tpoold's job store.
+  bool durable = false;
 };
 
 // The end of a job (tpool.v1.JobResult).
@@ -177,6 +180,20 @@ struct JobStatus {
   std::uint64_t accepted_unix_ms = 0;
   std::uint32_t attempts = 0;
   std::vector<std::string> attempt_messages{};  // each ended attempt's, oldest first
+};
+
+// list_jobs: filters (empty: everything) and the page (JobService.ListJobs).
+struct ListJobsRequest {
+  std::vector<JobState> states{};  // any of these
+  std::string handler{};
+  std::string label_key{};
+  std::string label_value{};    // with label_key: that value only
+  std::uint32_t page_size = 0;  // 0: 100; at most 1000
+  std::string page_token{};     // a previous page's next_page_token
+};
+struct JobPage {
+  std::vector<JobStatus> jobs{};
+  std::string next_page_token{};  // empty: the last page
 };
 
 struct HandlerInfo {
@@ -306,6 +323,12 @@ class Client {
   // The job's state after the request (see tpool.v1.CancelReply).
   Result<JobState> cancel(std::uint64_t job_id, const CallOptions& call = {}) const;
   Result<std::vector<HandlerInfo>> handlers(const CallOptions& call = {}) const;
+  // Retained jobs by state, handler and label, a page at a time (the dead
+  // letters: FAILED, TIMED_OUT, CANCELLED).
+  Result<JobPage> list_jobs(const ListJobsRequest& req, const CallOptions& call = {}) const;
+  // Run a FAILED, TIMED_OUT or CANCELLED job again as a new job; its ref.
+  // Not retried by the client (a second attempt could start a second job).
+  Result<JobRef> retry(std::uint64_t job_id, const CallOptions& call = {}) const;
   // The daemon's full counters, as the versioned proto message (it grows with
   // the API; docs/api.md describes each field).
   Result<tpool::v1::StatsReply> stats(const CallOptions& call = {}) const;

@@ -33,6 +33,11 @@
 #include "tpool/plugin_host/host.h"
 #include "tpool/pool.h"
 
+namespace tpool::store {
+class Journal;
+struct JobRecord;
+}  // namespace tpool::store
+
 namespace tpool::engine {
 
 // Why a request was not accepted (or a lookup failed). daemon/rpc maps each
@@ -41,8 +46,8 @@ enum class ErrorCode : std::uint8_t {
   kInvalidArgument,     // empty handler, payload over the limit, bad key or labels
   kNotFound,            // unknown handler, or unknown/expired job id
   kExhausted,           // in-flight limit or pool full; retry after retry_after
-  kUnavailable,         // draining: no new jobs
-  kFailedPrecondition,  // idempotency key reused with a different request
+  kUnavailable,         // draining: no new jobs; the store cannot write (I/O error)
+  kFailedPrecondition,  // idempotency key reused with a different request; durable without a store
 };
 
 struct Error {
@@ -100,6 +105,11 @@ struct EngineLimits {
   // The retry backoff's jitter, uniform in [0, 1); nullptr: a per-thread
   // PRNG. Tests fix it to check the schedule exactly.
   double (*jitter)() = nullptr;
+  // Durable jobs (config [store]): whether a request that does not ask is
+  // durable anyway, for every handler and per handler name
+  // ([store.handlers.NAME] durable). Either needs a journal (Engine's ctor).
+  bool durable = false;
+  std::vector<std::pair<std::string, bool>> handler_durable;  // few: searched in order
 };
 
 // Job ids (docs/api.md, "Job ids and restarts"). A job id is
@@ -158,6 +168,9 @@ struct EngineSnapshot {
   std::uint64_t expired = 0;            // results dropped by retention
   std::uint64_t retried = 0;            // failed attempts followed by another, ever
   std::uint64_t scheduled = 0;          // jobs waiting for their time now (delay, backoff)
+  // The journal (durable jobs, D1-D6 in durable.cc); all 0 without one.
+  std::uint64_t replayed = 0;       // jobs replayed from the journal at start
+  std::uint64_t store_refused = 0;  // durable jobs refused because a commit failed
   // Handler calls still running cancel_grace after their job was told to
   // stop (each holds a worker until it returns). The metric
   // tpoold_handler_ignored_cancellation_total adds the host's count of calls
@@ -166,6 +179,15 @@ struct EngineSnapshot {
   std::uint64_t running_after_end = 0;  // of those, still inside their handler now
   bool draining = false;
   std::vector<HandlerSnapshot> handlers;  // sorted by name
+};
+
+// ListJobs' filter (Engine::list); empty fields match everything.
+struct ListFilter {
+  std::vector<JobState> states;        // any of these
+  std::string handler;                 // this handler
+  std::string label_key, label_value;  // a label with this key (and value, if not empty)
+  std::uint64_t after_id = 0;          // paging: ids above this
+  std::size_t limit = 100;
 };
 
 // A job a worker is running now (Engine::running()).
@@ -199,9 +221,13 @@ class Engine {
   // pool and host must outlive the engine. clock: retention's time source
   // (nullptr: steady_clock), injected so tests expire results without sleeping.
   // store: where retained jobs live (nullptr: an InMemoryResultStore with the
-  // limits' retention bounds).
+  // limits' retention bounds). journal: the durable record of durable jobs
+  // (nullptr: none; a durable request is then kFailedPrecondition); it must
+  // outlive the engine, and with it the job ids take its incarnation (J9),
+  // not limits.incarnation. Call recover() before serving.
   Engine(Pool& pool, const plugin_host::Host& host, EngineLimits limits,
-         const tpool::Clock* clock = nullptr, std::unique_ptr<ResultStore> store = nullptr);
+         const tpool::Clock* clock = nullptr, std::unique_ptr<ResultStore> store = nullptr,
+         store::Journal* journal = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -239,9 +265,28 @@ class Engine {
                            const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
                            bool stop_when_full);
 
-  // A retained job (Submit, or keyed), queued, running or ended. An id of
-  // another incarnation is kNotFound with a sentence saying tpoold restarted.
+  // A retained job (Submit, or keyed), queued, running or ended. Without a
+  // journal an id of another incarnation is kNotFound with a sentence saying
+  // tpoold restarted; with one, a durable job of an earlier run is found in
+  // it (D5 in durable.cc), ended or replayed.
   Expected<Job> find(std::uint64_t id);
+  // Replays the journal's pending jobs (accepted, not ended; J7) in
+  // acceptance order, each under its own id, through the scheduler (D4 in
+  // durable.cc); how many. Call once, before the first submit. No-op
+  // without a journal.
+  std::size_t recover();
+  bool durable_enabled() const noexcept { return journal_ != nullptr; }
+
+  // The retained jobs matching filter, by id ascending, at most
+  // filter.limit; with a journal also its ended durable jobs of earlier
+  // runs (D5). *more: whether a next page may hold more.
+  std::vector<std::shared_ptr<Job>> list(const ListFilter& filter, bool* more);
+  // Runs an ended job again (Retry): a new job with the first one's
+  // handler, payload, labels, lane, retry policy and durability, without
+  // its idempotency key, retained, through the same admission as submit.
+  // kFailedPrecondition for a job not ended or SUCCEEDED; kNotFound as
+  // find(). done as for submit.
+  SubmitResult retry(std::uint64_t id, DoneFn done, void* user);
   // This process's incarnation: the top bits of every job id it hands out.
   std::uint32_t incarnation() const noexcept { return incarnation_; }
 
@@ -321,8 +366,28 @@ class Engine {
   void on_job_final(Job& job);  // accounting and retention once a job ended
   Clock::time_point now() const noexcept;
   std::optional<Error> validate(const JobSpec& spec) const;
-  // The retry fields spec left at 0 from the handler's policy (or [retry]'s).
+  // The retry fields spec left at 0 from the handler's policy (or [retry]'s),
+  // and durable from [store]'s defaults.
   void apply_retry_defaults(JobSpec& spec) const;
+  // Durable jobs (durable.cc, D1-D6).
+  // (D1) Appends the jobs' accept records and waits for their commit; the
+  // error to answer them with when it failed.
+  std::optional<Error> commit_accepted(std::span<const std::shared_ptr<Job>> jobs);
+  // (D3) A durable job's lifecycle, appended (not waited for).
+  void journal_started(const Job& job);
+  void journal_retry(const Job& job, Clock::time_point due);
+  void journal_ended(const Job& job);
+  // (D5) A final Job standing for an ended record of the journal.
+  std::shared_ptr<Job> job_from_record(const store::JobRecord& r);
+  // (D2) A durable job the pool refused after its commit: it waits in the
+  // scheduler for room instead of being refused (its client has it).
+  void park_committed(const std::shared_ptr<Job>& job);
+  static std::int64_t wall_ms() noexcept;
+  bool ended_by_shutdown(const Job& job) const noexcept;  // (D7)
+  static std::uint32_t journal_incarnation(const store::Journal& j) noexcept;
+  Expected<Job> find_durable(std::uint64_t id);
+  std::shared_ptr<Job> find_key_durable(std::string_view key);
+  void expire_journal();
   std::vector<plugin_host::InvokeResult> run_children(Job& parent, std::string_view handler,
                                                       std::span<const std::string_view> inputs);
   // (E4) the worker's side: the job is running on this thread / has left it.
@@ -338,6 +403,9 @@ class Engine {
   const EngineLimits limits_;
   const tpool::Clock* clock_;
 
+  // Durable jobs (durable.cc); null: no store. Before incarnation_, which
+  // comes from it (J9).
+  store::Journal* const journal_;
   const std::uint32_t incarnation_;
   std::atomic<std::uint64_t> next_sequence_{1};  // relaxed: only uniqueness matters
   std::atomic<std::uint64_t> in_flight_{0};
@@ -382,6 +450,11 @@ class Engine {
   std::atomic<std::size_t> capacity_waiter_count_{0};
 
   std::atomic<std::uint64_t> retried_{0};  // relaxed: a reporting counter
+
+  // Durable jobs (durable.cc).
+  std::atomic<bool> store_failing_{false};       // (D6) one log line per episode
+  std::atomic<std::uint64_t> store_refused_{0};  // relaxed: a reporting counter
+  std::atomic<std::uint64_t> replayed_{0};       // relaxed: a reporting counter
   // Declared last: destroyed first, its thread stopped before the rest goes.
   std::unique_ptr<Scheduler> scheduler_;
 };

@@ -31,8 +31,10 @@
 //      the result. The worker's own finish then fails and its output is
 //      dropped; the task still ends only when the handler returns, so the job
 //      stays in in_flight (E1) and keeps its worker until then. After the
-//      handler returns the worker touches only spec_.payload (no reader reads
-//      it once the job is final) and the engine's counters.
+//      handler returns the worker touches only the engine's counters, and
+//      spec_.payload only when its own finish made the job SUCCEEDED (it
+//      releases it): the payload of any other ended job is read-only, kept
+//      for Retry (Engine::retry reads it, and refuses a SUCCEEDED job).
 //  (6) group_cancel_ belongs to the call that submitted the job and lives
 //      until the job has reported (its waiters ran), no longer. A job the
 //      engine ends under its handler (inv 5) may be polled afterwards, so
@@ -100,6 +102,12 @@ struct JobSpec {
   // A delayed job: the first attempt is queued this long after acceptance
   // (0: at once). The job is SCHEDULED until then.
   std::chrono::milliseconds delay{0};
+  // Durable (docs/store.md): acknowledged only once the journal committed
+  // it, replayed after a restart. Admission ORs in the [store] defaults.
+  bool durable = false;
+  // The request's own timeout (0: none), kept for a replay's new deadline;
+  // deadline above is what this run enforces.
+  std::chrono::milliseconds timeout{0};
 };
 
 class Job;
@@ -236,6 +244,12 @@ class Job final : public plugin_host::JobServices {
   // pointer stays valid for the engine's life); set before submission.
   HandlerCounters* counters_ = nullptr;
   bool retained_ = false;  // set before submission, then read-only
+  bool durable_ = false;   // set before submission, then read-only (durable.cc)
+  // Set by cancel() (a client's Cancel), never cleared: a durable job that
+  // ends CANCELLED while tpoold drains is journaled as ended only if a
+  // client asked (durable.cc, D7). relaxed: read by the thread that ends the
+  // job, which the cancel itself caused or which saw the token.
+  std::atomic<bool> cancel_requested_{false};
   // (E4, inv 5) guarded by the engine's enforce_mu_: when the deadline thread
   // first saw the job told to stop (steady ns; 0: not yet). Touched only
   // through Engine::stop_seen/set_stop_seen, which REQUIRE enforce_mu_ (the

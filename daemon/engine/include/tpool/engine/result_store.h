@@ -39,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "tpool/common/mutex.h"
 #include "tpool/engine/job.h"
@@ -84,6 +85,9 @@ class ResultStore {
   // once a second) and what the bounds no longer allow.
   virtual void expire(TimePoint now) = 0;
   virtual ResultStoreStats stats() const = 0;
+  // The stored jobs with an id above after_id, by id ascending (ListJobs:
+  // the caller filters and pages).
+  virtual std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const = 0;
 };
 
 // The in-memory backend: a hash map by id, one by key, and a FIFO of the
@@ -107,6 +111,7 @@ class InMemoryResultStore final : public ResultStore {
   void ended(const Job& job, TimePoint at) override EXCLUDES(mu_);
   void expire(TimePoint now) override EXCLUDES(mu_);
   ResultStoreStats stats() const override;
+  std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const override EXCLUDES(mu_);
 
  private:
   void evict(TimePoint now) REQUIRES(mu_);

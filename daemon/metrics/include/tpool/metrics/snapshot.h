@@ -77,6 +77,27 @@ struct GrpcSnapshot {
   std::uint64_t stream_unparsable_messages = 0;
 };
 
+// A cumulative histogram already in Prometheus form: counts[i] samples at or
+// below bounds[i] (ascending; +Inf is count).
+struct CumulativeHistogram {
+  std::vector<double> bounds{};
+  std::vector<std::uint64_t> counts{};
+  std::uint64_t count = 0;
+  double sum = 0;
+};
+
+// The job store (issue 17): tpoold_store_*. Absent without [store] path.
+struct StoreSnapshot {
+  CumulativeHistogram commit_seconds{};   // BEGIN to COMMIT returned (the fsync included)
+  CumulativeHistogram jobs_per_commit{};  // records written by each transaction
+  std::uint64_t size_bytes = 0;           // database + WAL on disk
+  std::uint64_t pending = 0;              // durable jobs accepted, not ended
+  std::uint64_t replayed = 0;             // jobs replayed at this start
+  std::uint64_t commit_errors = 0;        // transactions that failed
+  std::uint64_t refused = 0;              // durable jobs refused because a commit failed
+  bool healthy = true;                    // false from a failed commit until one succeeds
+};
+
 // One scrape's numbers. A part left empty leaves its families out of the
 // scrape (they are not reported as zero).
 struct Snapshot {
@@ -84,6 +105,7 @@ struct Snapshot {
   std::optional<JobsSnapshot> jobs{};
   std::optional<PluginsSnapshot> plugins{};
   std::optional<GrpcSnapshot> grpc{};
+  std::optional<StoreSnapshot> store{};
 };
 
 // Called once per scrape, on the HTTP server's threads, possibly by several

@@ -45,7 +45,9 @@ using JobServiceBase = tpool::v1::JobService::WithCallbackMethod_Execute<
                     tpool::v1::JobService::WithCallbackMethod_Get<
                         tpool::v1::JobService::WithCallbackMethod_Cancel<
                             tpool::v1::JobService::WithCallbackMethod_ListHandlers<
-                                tpool::v1::JobService::Service>>>>>>>>;
+                                tpool::v1::JobService::WithCallbackMethod_ListJobs<
+                                    tpool::v1::JobService::WithCallbackMethod_Retry<
+                                        tpool::v1::JobService::Service>>>>>>>>>>;
 
 class JobServiceImpl final : public JobServiceBase {
  public:
@@ -78,6 +80,11 @@ class JobServiceImpl final : public JobServiceBase {
   grpc::ServerUnaryReactor* ListHandlers(grpc::CallbackServerContext* ctx,
                                          const tpool::v1::ListHandlersRequest* req,
                                          tpool::v1::ListHandlersReply* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const tpool::v1::ListJobsRequest* req,
+                                     tpool::v1::ListJobsReply* resp) override;
+  grpc::ServerUnaryReactor* Retry(grpc::CallbackServerContext* ctx, const tpool::v1::JobRef* req,
+                                  tpool::v1::JobRef* resp) override;
 
   RpcSnapshot snapshot() const noexcept;
   engine::Engine& engine() noexcept { return engine_; }

@@ -38,6 +38,8 @@ enum class Method : std::uint8_t {
   kReloadPlugins,
   kDrain,
   kShutdown,
+  kListJobs,  // appended (issue 17)
+  kRetry,
 };
 // "Execute", "Stats", ... ("unknown" for kUnknown).
 const char* to_string(Method m) noexcept;

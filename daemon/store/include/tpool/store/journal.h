@@ -35,6 +35,11 @@
 //       accepts were applied), for the engine to replay.
 //  (J8) Reads (get, find_key, list, pending, stats) use their own connection
 //       and see every committed transaction; they never wait for the writer.
+//  (J9) Incarnations: each open() claims the next incarnation number (a new
+//       file a random one in [1, kIncarnationMask], then one more each open,
+//       wrapping, never 0) and commits it before returning, so two opens of one file never share
+//       one, whether or not the first accepted a job. The engine puts it in the top bits of its job
+//       ids (engine.h, JobId): ids are unique across restarts.
 #pragma once
 
 #include <chrono>
@@ -81,6 +86,7 @@ struct JobRecord {
   std::uint32_t max_attempts = 1;       // >= 1
   std::uint32_t backoff_base_ms = 0;
   std::uint32_t backoff_cap_ms = 0;
+  std::uint64_t tag = 0;  // the client's correlation tag (a Stream's), opaque here
   RecordState state = RecordState::kQueued;
   // When final: the outcome. attempt_messages holds every ended attempt's
   // message, oldest first (a retried job's history).
@@ -147,6 +153,8 @@ class Journal {
   const std::vector<JobRecord>& recovered() const noexcept;
   // (J6)
   std::uint64_t next_id_floor() const noexcept;
+  // (J9) This open's incarnation, in [1, kIncarnationMask].
+  std::uint32_t incarnation() const noexcept;
 
   // Writes (J2-J5). Each enqueues and returns at once; done (may be empty)
   // runs on the writer thread after the write's transaction.
@@ -199,8 +207,13 @@ class Journal {
   std::unique_ptr<Impl> impl_;
 };
 
+// The incarnations' range (J9): 23 bits. The engine puts an incarnation in
+// the top 24 bits of a job id (JobId), and the journal keeps ids as SQLite
+// integers (signed 64-bit): the top bit must stay 0.
+inline constexpr std::uint32_t kIncarnationMask = (std::uint32_t{1} << 23) - 1;
+
 // The schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // The SQL that takes a file from schema version - 1 to version (1: the first
 // schema, from an empty file), for 1 <= version <= kSchemaVersion; empty

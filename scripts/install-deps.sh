@@ -33,7 +33,9 @@ TEST=(
   podman runc catatonit debootstrap
 )
 PEERS=(libtbb-dev libboost-dev libthread-pool-dev libconcurrentqueue-dev gnuplot-nox
-  gearman-job-server libgearman-dev)
+  gearman-job-server libgearman-dev
+  # bench/peers: the durable peer (binlog, fsync on every write) for issue 17's rows.
+  beanstalkd)
 
 groups=("${@:-all}")
 want=()

@@ -54,11 +54,14 @@ class Tally {
     finish(nullptr);
   }
   void error(const std::string& what) { finish(&what); }
+  // An RPC error: counted by its code's name; the first message of each code
+  // is kept for the summary (e.g. why every job was refused).
+  void error(const Error& e) { finish(nullptr, &e); }
 
   // Result of an Execute/Wait: success, a non-success final state, or an RPC error.
   void record(std::uint64_t i, Clock::time_point start, const Result<JobResult>& r) {
     if (!r.ok()) {
-      error(r.error().code_name());
+      error(r.error());
     } else if (!r->succeeded()) {
       error(to_string(r->state));
     } else {
@@ -79,6 +82,12 @@ class Tally {
     std::lock_guard lock(mu_);
     return errors_;
   }
+  // The first message seen with the RPC error `name` ("" when none).
+  std::string first_message(const std::string& name) {
+    std::lock_guard lock(mu_);
+    auto it = messages_.find(name);
+    return it == messages_.end() ? "" : it->second;
+  }
   std::uint64_t succeeded() {
     std::lock_guard lock(mu_);
     return succeeded_;
@@ -98,9 +107,13 @@ class Tally {
   void init_ok() { ok_.assign(n_, 0); }
 
  private:
-  void finish(const std::string* error) {
+  void finish(const std::string* error, const Error* rpc = nullptr) {
+    std::string name = rpc != nullptr ? rpc->code_name() : "";
     std::lock_guard lock(mu_);
-    if (error != nullptr) {
+    if (rpc != nullptr) {
+      ++errors_[name];
+      messages_.emplace(name, rpc->message());  // keeps the first
+    } else if (error != nullptr) {
       ++errors_[*error];
     } else {
       ++succeeded_;
@@ -116,6 +129,7 @@ class Tally {
   std::uint64_t done_ = 0;
   std::uint64_t succeeded_ = 0;
   std::map<std::string, std::uint64_t> errors_;
+  std::map<std::string, std::string> messages_;
 };
 
 struct Plan {
@@ -169,7 +183,7 @@ std::vector<std::thread> run_batch(const Client& client, const Plan& p, Tally& t
         auto t0 = Clock::now();
         auto refs = client.submit_batch(jobs, p.call);
         if (!refs.ok()) {
-          for (std::uint64_t i = 0; i < count; ++i) t.error(refs.error().code_name());
+          for (std::uint64_t i = 0; i < count; ++i) t.error(refs.error());
           continue;
         }
         // Shared: a callback may still be inside count_down() when wait() returns.
@@ -177,7 +191,7 @@ std::vector<std::thread> run_batch(const Client& client, const Plan& p, Tally& t
         for (std::uint64_t i = 0; i < count; ++i) {
           const auto& item = refs->at(i);
           if (!item.error.ok()) {
-            t.error(item.error.code_name());
+            t.error(item.error);
             waits->count_down();
             continue;
           }
@@ -223,7 +237,7 @@ Error run_stream(const Client& client, const Plan& p, Tally& t,
     }
     flight_cv.notify_one();
     if (r.code != 0) {
-      t.error(Error(r.code, r.message).code_name());
+      t.error(Error(r.code, r.message));
     } else if (!r.succeeded()) {
       t.error(to_string(r.state));
     } else {
@@ -251,7 +265,13 @@ Error run_stream(const Client& client, const Plan& p, Tally& t,
   Error e = session->finish();
   // Jobs never sent, or whose results never came, count under the call's end.
   std::uint64_t missing = p.n - t.done();
-  for (std::uint64_t i = 0; i < missing; ++i) t.error(e.ok() ? "LOST" : e.code_name());
+  for (std::uint64_t i = 0; i < missing; ++i) {
+    if (e.ok()) {
+      t.error(std::string("LOST"));
+    } else {
+      t.error(e);
+    }
+  }
   return e;
 }
 
@@ -379,16 +399,18 @@ int cmd_bench(const Args& a) {
   // Nothing succeeded and every job met the same RPC error (e.g. the daemon
   // is down): exit with that error's code, as a single call would.
   if (ok == 0 && errors.size() == 1) {
-    static const std::map<std::string, int> kByName = {{"UNAVAILABLE", kUnavailable},
-                                                       {"NOT_FOUND", kNotFound},
-                                                       {"DEADLINE_EXCEEDED", kDeadline},
-                                                       {"CANCELLED", kCancelled},
-                                                       {"INVALID_ARGUMENT", kRejected}};
-    auto it = kByName.find(errors.begin()->first);
+    static const std::map<std::string, int> kByName = {
+        {"UNAVAILABLE", kUnavailable},     {"NOT_FOUND", kNotFound},
+        {"DEADLINE_EXCEEDED", kDeadline},  {"CANCELLED", kCancelled},
+        {"INVALID_ARGUMENT", kRejected},   {"FAILED_PRECONDITION", kRejected},
+        {"RESOURCE_EXHAUSTED", kRejected},
+    };
+    const std::string& name = errors.begin()->first;
+    auto it = kByName.find(name);
     if (it != kByName.end()) {
-      return fail(a, it->second,
-                  "every job failed with " + errors.begin()->first +
-                      (stream_error.ok() ? "" : ": " + stream_error.message()));
+      // The daemon's sentence: the stream's end, else the first job's refusal.
+      std::string why = stream_error.ok() ? t.first_message(name) : stream_error.message();
+      return fail(a, it->second, "every job failed with " + name + (why.empty() ? "" : ": " + why));
     }
   }
   return fail(a, kNegative,

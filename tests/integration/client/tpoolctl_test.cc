@@ -302,6 +302,22 @@ TEST_F(Tpoolctl, BenchCountsErrorsByStatus) {
   EXPECT_NE(failed.out.find("errors      FAILED 40"), std::string::npos) << failed.out;
 }
 
+// --durable reaches the daemon on every job of every mode: this tpoold has no
+// [store], so each is FAILED_PRECONDITION, and the summary carries its sentence.
+TEST_F(Tpoolctl, BenchDurableWithoutStoreIsRefusedInEveryMode) {
+  for (const char* mode : {"unary", "batch", "stream"}) {
+    auto r = run({"bench", "echo", "x", "-n", "30", "-c", "10", "--batch", "5", "--mode", mode,
+                  "--durable", "--json"});
+    EXPECT_EQ(r.exit, 7) << mode << ": " << r.err;
+    EXPECT_NE(r.out.find("\"errors\":{\"FAILED_PRECONDITION\":30}"), std::string::npos)
+        << mode << ": " << r.out;
+    EXPECT_NE(r.err.find("every job failed with FAILED_PRECONDITION: the job asks to be durable"),
+              std::string::npos)
+        << mode << ": " << r.err;
+    EXPECT_TRUE(one_sentence(r.err)) << mode << ": " << r.err;
+  }
+}
+
 TEST(TpoolctlDown, DaemonDownExits3) {
   std::string address, admin_address;
   {

@@ -21,6 +21,8 @@
 // being read. It checks that every job was inserted, reserved (with the body
 // it was put with) and deleted, and that the tube is empty afterwards
 // (`stats-tube`); "put", "reserved" and "deleted" in the JSON count them.
+// "binlog_records_written" is the server's `stats` counter over the run: the
+// binlog records written (0 without -b); with -f 0 each was one fsync.
 //
 // An answer other than the expected one (OUT_OF_MEMORY, DRAINING,
 // BAD_FORMAT, EXPECTED_CRLF, JOB_TOO_BIG, INTERNAL_ERROR, UNKNOWN_COMMAND,
@@ -213,6 +215,13 @@ std::string stats_tube(Conn& c) {
   return c.body(number_after(l, 1));
 }
 
+// The server's binlog records so far (with -f 0, one fsync each).
+std::uint64_t binlog_records(Conn& c) {
+  c.write_all("stats\r\n");
+  std::string l = expect(c, "stats", "OK ", 0);
+  return yaml_field(c.body(number_after(l, 1)), "binlog-records-written");
+}
+
 std::uint64_t quantile(const std::vector<std::uint64_t>& v, double q) {
   if (v.empty()) return 0;
   auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
@@ -247,6 +256,7 @@ int client(in_port_t port, std::uint64_t n, std::uint64_t c, std::size_t bytes) 
         "directory");
   }
   const std::uint64_t total_before = yaml_field(before, "total-jobs");
+  const std::uint64_t records_before = binlog_records(producer);
 
   std::uint64_t put_n = 0, reserved_n = 0, deleted_n = 0;
   std::vector<std::uint64_t> latency_us;
@@ -297,6 +307,7 @@ int client(in_port_t port, std::uint64_t n, std::uint64_t c, std::size_t bytes) 
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
 
+  const std::uint64_t records = binlog_records(producer) - records_before;
   std::string after = stats_tube(producer);
   const std::uint64_t left =
       yaml_field(after, "current-jobs-ready") + yaml_field(after, "current-jobs-reserved") +
@@ -314,12 +325,12 @@ int client(in_port_t port, std::uint64_t n, std::uint64_t c, std::size_t bytes) 
       "{\"system\":\"beanstalkd\",\"handler\":\"put-reserve-delete\",\"mode\":\"%s\","
       "\"jobs\":%llu,\"concurrency\":%llu,\"batch\":%llu,\"payload_bytes\":%zu,\"seconds\":%.6f,"
       "\"jobs_per_s\":%.1f,\"succeeded\":%llu,\"put\":%llu,\"reserved\":%llu,\"deleted\":%llu,"
-      "\"errors\":{},",
+      "\"binlog_records_written\":%llu,\"errors\":{},",
       c == 1 ? "sequential" : "pipelined", static_cast<unsigned long long>(n),
       static_cast<unsigned long long>(c), static_cast<unsigned long long>(c), bytes, secs,
       static_cast<double>(n) / secs, static_cast<unsigned long long>(deleted_n),
       static_cast<unsigned long long>(put_n), static_cast<unsigned long long>(reserved_n),
-      static_cast<unsigned long long>(deleted_n));
+      static_cast<unsigned long long>(deleted_n), static_cast<unsigned long long>(records));
   std::printf(
       "\"latency_us\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu}}\n",
       static_cast<unsigned long long>(quantile(latency_us, 0.5)),

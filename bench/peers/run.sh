@@ -36,7 +36,8 @@
 # PEERS_PAYLOAD_BYTES (default 16); for the durable rows PEERS_DURABLE_SEQ_JOBS
 # (one at a time and batch 1, default 1000), PEERS_DURABLE_JOBS (batches of 100
 # and 1,000, beanstalkd pipelined; default 10000); PEERS_ONLY=durable runs only
-# the durable rows (gearmand is then neither needed nor started).
+# the durable rows (gearmand is then neither needed nor started; a report made
+# from those results has no gearmand table, so `make bench` runs everything).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -22,7 +22,8 @@
 #   tpoold      {nondurable,durable}_{batch,stream}_{1,100,1000}
 #               tpoolctl bench --mode batch|stream -c B --batch B [--durable]:
 #               one SubmitBatch (or Stream message) of B jobs in flight at a time
-# Every durable tpoold run is bracketed by two scrapes of /metrics; the row's
+# Every tpoold run here is bracketed by two scrapes of /metrics, each taken once
+# the store's commit count stopped moving (the last end records); the row's
 # "store" (bench/peers/store_metrics.py) has the commits (= fsyncs) per 1,000
 # jobs and the commit p50/p99 of that run. A tpoold without [store] (before
 # issue 17's store lands) is detected with --check-config and its durable rows
@@ -207,9 +208,9 @@ else
     local case="$1"
     shift
     echo "bench/peers: tpoold $case" >&2
-    bench/peers/store_metrics.py scrape "$metrics" "$work/before.prom"
+    bench/peers/store_metrics.py settle "$metrics" "$work/before.prom"
     "$@" >"$work/row.json"
-    bench/peers/store_metrics.py scrape "$metrics" "$work/after.prom"
+    bench/peers/store_metrics.py settle "$metrics" "$work/after.prom"
     bench/peers/store_metrics.py annotate "$work/before.prom" "$work/after.prom" \
       <"$work/row.json" | label tpoold "$case" | tee -a "$out"
   }

@@ -2,17 +2,22 @@
 """tpoold's durable-store metrics around one bench run (bench/peers/run.sh).
 
   store_metrics.py scrape URL FILE        save tpoold's /metrics text to FILE
+  store_metrics.py settle URL FILE        the same, once the store is quiet: the
+                                          commit count unchanged over 100 ms (the
+                                          last jobs' end records may be committed
+                                          just after the client saw their results)
   store_metrics.py annotate BEFORE AFTER  read one `tpoolctl bench --json` line
                                           on stdin, print it with "store" added
 
 "store" is computed from the difference AFTER - BEFORE of two histograms
-(docs/metrics.md): tpoold_store_jobs_per_commit (one observation per commit;
-one commit = one fsync) and tpoold_store_commit_duration_seconds:
+(docs/metrics.md): tpoold_store_jobs_per_commit (one observation per commit,
+of the records it wrote: accepts, starts, ends, retries; one commit = one
+fsync) and tpoold_store_commit_duration_seconds:
 
   commits                 delta of tpoold_store_jobs_per_commit_count
-  jobs_committed          delta of tpoold_store_jobs_per_commit_sum
+  records_committed       delta of tpoold_store_jobs_per_commit_sum
   fsyncs_per_1000_jobs    commits / the run's jobs * 1000
-  jobs_per_commit         jobs_committed / commits
+  records_per_commit      records_committed / commits
   commit_p50_ms, _p99_ms  from the delta of the duration buckets, interpolated
                           linearly inside a bucket as Prometheus'
                           histogram_quantile does (so: bucket resolution)
@@ -23,6 +28,7 @@ Series with labels are summed per `le`. A metric missing from both scrapes
 import json
 import re
 import sys
+import time
 import urllib.request
 
 JOBS = "tpoold_store_jobs_per_commit"
@@ -90,31 +96,47 @@ def annotate(before_path, after_path):
     jobs = row.get("jobs", 0)
     row["store"] = {
         "commits": int(round(commits)),
-        "jobs_committed": int(round(committed)),
+        "records_committed": int(round(committed)),
         "fsyncs_per_1000_jobs": round(commits / jobs * 1000, 2) if jobs else None,
-        "jobs_per_commit": round(committed / commits, 2) if commits else None,
+        "records_per_commit": round(committed / commits, 2) if commits else None,
         "commit_p50_ms": round(p50 * 1000, 3) if p50 is not None else None,
         "commit_p99_ms": round(p99 * 1000, 3) if p99 is not None else None,
     }
     print(json.dumps(row))
 
 
-def scrape(url, path):
+def fetch(url):
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
-            text = r.read().decode()
+            return r.read().decode()
     except OSError as e:
         sys.exit(f"store_metrics: cannot scrape {url}: {e}; is tpoold's [metrics] listener up?")
+
+
+def commits(text):
+    m = re.search(r"^" + JOBS + r"_count(?:\{[^}]*\})?\s+(\S+)", text, re.M)
+    return m.group(1) if m else None
+
+
+def scrape(url, path, settle=False):
+    text = fetch(url)
+    for _ in range(50 if settle else 0):  # at most ~5 s
+        time.sleep(0.1)
+        again = fetch(url)
+        quiet = commits(again) == commits(text)
+        text = again
+        if quiet:
+            break
     open(path, "w").write(text)
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "scrape":
-        scrape(argv[2], argv[3])
+    if len(argv) == 4 and argv[1] in ("scrape", "settle"):
+        scrape(argv[2], argv[3], settle=argv[1] == "settle")
     elif len(argv) == 4 and argv[1] == "annotate":
         annotate(argv[2], argv[3])
     else:
-        sys.exit("usage: store_metrics.py scrape URL FILE | annotate BEFORE AFTER < bench.json")
+        sys.exit("usage: store_metrics.py scrape|settle URL FILE | annotate BEFORE AFTER < bench.json")
 
 
 if __name__ == "__main__":

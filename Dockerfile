@@ -46,7 +46,7 @@ FROM scratch AS runtime
 COPY --from=build /rootfs/ /
 ENV PATH=/usr/bin
 # A fixed numeric user, so Kubernetes' runAsNonRoot can check it
-# (deploy/k8s/deployment.yaml runs as 10001 too); runtime-rootfs.sh writes
+# (deploy/k8s/statefulset.yaml runs as 10001 too); runtime-rootfs.sh writes
 # its passwd entry.
 # Plugins: the packaged ones are in /usr/lib/tpool/plugins; mount your own
 # (read-only) at /etc/tpoold/plugins.d. Both are in plugins.dirs of

@@ -38,7 +38,7 @@ STORE_METRICS = {
     "tpoold_store_replayed_jobs_total", "tpoold_store_commit_errors_total",
     "tpoold_store_healthy", "tpoold_jobs_retried_total", "tpoold_jobs_scheduled",
 }
-STORE_ALERTS = ("TpooldStoreCommitLatencyHigh", "TpooldStoreUnhealthy", "TpooldStoreCommitErrors")
+STORE_ALERTS = ("TpooldStoreCommitSlow", "TpooldStoreUnhealthy", "TpooldStoreErrors")
 
 
 def exported_metrics():

@@ -3,7 +3,8 @@
 #   docker build -t tpoold:0.1.0 .        (or podman build --format docker)
 #   docker run --rm -p 50051:50051 -p 9464:9464 \
 #     -v "$PWD/tls:/etc/tpoold/tls:ro" -v "$PWD/auth:/etc/tpoold/auth:ro" \
-#     --tmpfs /run/tpoold:uid=10001,gid=10001,mode=0700 tpoold:0.1.0   (podman: mode=0700,U)
+#     --tmpfs /run/tpoold:uid=10001,gid=10001,mode=0700 \
+#     -v tpoold-state:/var/lib/tpoold tpoold:0.1.0   (podman's tmpfs: mode=0700,U)
 #
 # The secure path (issue 16): the image starts with
 # /etc/tpoold/container.toml (deploy/container/tpoold.toml): the job port and
@@ -18,7 +19,8 @@
 # makes the Debian package. deploy/container/runtime-rootfs.sh unpacks that
 # package and adds only the shared libraries its programs and plugins load
 # (the closure dpkg-shlibdeps turns into the package's Depends), CA
-# certificates, the daemon's user, the container config and /run/tpoold; the
+# certificates, the daemon's user, the container config, /run/tpoold and
+# /var/lib/tpoold (the store's volume); the
 # runtime stage is that root alone, FROM scratch: no shell, no package
 # manager, no compiler (about 30 MB).
 # ctest deploy.docker.build_steps checks this file and runs its build-stage
@@ -44,12 +46,20 @@ FROM scratch AS runtime
 COPY --from=build /rootfs/ /
 ENV PATH=/usr/bin
 # A fixed numeric user, so Kubernetes' runAsNonRoot can check it
-# (deploy/k8s/deployment.yaml runs as 10001 too); runtime-rootfs.sh writes
+# (deploy/k8s/statefulset.yaml runs as 10001 too); runtime-rootfs.sh writes
 # its passwd entry.
 # Plugins: the packaged ones are in /usr/lib/tpool/plugins; mount your own
 # (read-only) at /etc/tpoold/plugins.d. Both are in plugins.dirs of
 # /etc/tpoold/tpoold.toml; mount a config of your own there to change it.
 USER 10001:10001
+# The durable job store ([store] path = /var/lib/tpoold/jobs.db in
+# container.toml; docs/store.md). runtime-rootfs.sh makes the directory
+# 0700 and uid 10001's, which a new volume mounted here copies. Mount a named
+# volume (or a directory of uid 10001) to keep durable jobs across containers:
+#   docker run ... -v tpoold-state:/var/lib/tpoold tpoold:0.1.0
+# Without one, each container gets an anonymous volume, which the next
+# container does not see. Never share one between two running containers.
+VOLUME /var/lib/tpoold
 # gRPC (JobService, grpc.health.v1) and Prometheus /metrics, both TLS. The
 # admin API is a Unix socket (/run/tpoold/admin.sock), never a port.
 EXPOSE 50051 9464

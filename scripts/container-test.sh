@@ -20,11 +20,13 @@
 #          (podman stop) drains a running job and exits 0.
 #   kube   base and image, then kubectl kustomize deploy/k8s, check the
 #          rendered objects (tests/integration/deploy/check_rendered_k8s.py),
-#          and `podman kube play` the ConfigMap + Deployment through the test
-#          overlay (written by write_overlay: networking, and the Secrets as
-#          host directories of the same certificates and token file): the pod
-#          starts, its probes pass, tpoolctl reaches it over TLS with a token,
-#          and `podman kube down` drains it.
+#          and `podman kube play` the ConfigMap + the StatefulSet's pod
+#          template (as a Deployment: podman 4.3 has no StatefulSet) through
+#          the test overlay (written by write_overlay: networking, and the
+#          Secrets as host directories of the same certificates and token
+#          file; the store's claim a host directory): the pod starts, opens
+#          its journal, its probes pass, tpoolctl reaches it over TLS with a
+#          token, and `podman kube down` drains it.
 #
 # Exit 77 (ctest's SKIP_RETURN_CODE) with the reason when podman cannot run
 # here; never a silent pass. Containers and pods it starts are removed on exit.
@@ -264,6 +266,25 @@ wait_serving() {
   done
 }
 
+# The durable store's directory, as a volume of uid 10001 (what the image's
+# VOLUME and a Kubernetes claim with fsGroup give the daemon): a host
+# directory, so the test can see the journal the daemon makes in it.
+make_state() {  # make_state DIR
+  mkdir -p "$1"
+  chown 10001:10001 "$1"
+  chmod 0700 "$1"
+}
+
+check_journal() {  # check_journal DIR WHAT: the daemon opened its store there
+  local db="$1/jobs.db" what=$2 mode owner
+  [[ -f "$db" ]] || fail "$what: no journal at [store] path (jobs.db in the state volume): $(ls -la "$1")"
+  mode=$(stat -c %a "$db")
+  owner=$(stat -c %u "$db")
+  [[ "$owner" == 10001 && "$mode" == 600 ]] ||
+    fail "$what: the journal is uid $owner mode $mode, not uid 10001 mode 600"
+  log "$what: the durable store's journal is in the state volume (uid 10001, mode 0600)"
+}
+
 check_running() {  # check_running CONTAINER WHAT: the checks shared by image and kube
   local c=$1 what=$2 pid uid out
   wait_serving "$what" "$c"
@@ -336,16 +357,20 @@ run_image() {
   # tmpfs options uid=/gid=); the Secrets' files read-only where the image's
   # config expects them. TPOOL_ADDRESS points the HEALTHCHECK's tpoolctl at
   # the port this run picked (host network). The image's own config, with
-  # only the two ports moved to free loopback ones.
+  # only the two ports moved to free loopback ones. The VOLUME
+  # /var/lib/tpoold (the durable store) is a host directory of uid 10001.
+  make_state "$WORK/state"
   "${PODMAN[@]}" run -d --name "$c" "${NETWORK[@]}" "${ULIMITS[@]}" \
     --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,size=16m,mode=1777 \
     --tmpfs /run/tpoold:rw,size=1m,mode=0700,U \
     -v "$WORK/tls:/etc/tpoold/tls:ro" -v "$WORK/auth:/etc/tpoold/auth:ro" \
+    -v "$WORK/state:/var/lib/tpoold" \
     "${HEALTH_TIMER[@]}" --stop-timeout "$STOP_TIMEOUT" -e "TPOOL_ADDRESS=127.0.0.1:$GRPC_PORT" "$IMAGE" \
     --config /etc/tpoold/container.toml --listen "127.0.0.1:$GRPC_PORT" \
     --metrics-listen "127.0.0.1:$METRICS_PORT" >/dev/null 2>"$WORK/run.err" ||
     fail "podman run $IMAGE failed: $(cat "$WORK/run.err")"
   check_running "$c" image
+  check_journal "$WORK/state" image
   check_refusals image
   check_admin_socket "$c" image
   "${PODMAN[@]}" healthcheck run "$c" >/dev/null 2>&1 ||
@@ -371,12 +396,15 @@ run_image() {
 # --metrics-listen and the probes' tpoolctl --address, and TPOOL_ADDRESS for
 # tpoolctl in the pod. And the two Secrets (no Secret objects in podman
 # kube play here) become host directories holding the same files
-# (make_secrets).
+# (make_secrets). podman 4.3's kube play runs Pods and Deployments, not
+# StatefulSets: run_kube plays the StatefulSet's pod template as a
+# one-replica Deployment, its volumeClaimTemplate as a host directory of
+# uid 10001 (make_state: what a bound claim with fsGroup 10001 gives the pod).
 write_overlay() {
   local dir=$1 base
   mkdir -p "$dir"
-  # The index of each Secret volume in the Deployment (JSON patch paths).
-  read -r TLS_VOLUME AUTH_VOLUME < <(python3 - "$ROOT/deploy/k8s/deployment.yaml" <<'PY'
+  # The index of each Secret volume in the StatefulSet (JSON patch paths).
+  read -r TLS_VOLUME AUTH_VOLUME < <(python3 - "$ROOT/deploy/k8s/statefulset.yaml" <<'PY'
 import sys, yaml
 vols = yaml.safe_load(open(sys.argv[1]))["spec"]["template"]["spec"]["volumes"]
 names = [v["name"] for v in vols]
@@ -391,7 +419,7 @@ resources:
   - $base
 patches:
   - target:
-      kind: Deployment
+      kind: StatefulSet
       name: tpoold
     patch: |-
       - {op: add, path: /spec/replicas, value: 1}
@@ -420,15 +448,26 @@ run_kube() {
   METRICS_PORT=$(free_port)
   write_overlay "$WORK/overlay"
   kubectl kustomize "$WORK/overlay" >"$WORK/overlay.yaml" || fail "kubectl kustomize of the test overlay failed"
-  # The ConfigMap and the Deployment: what podman kube play runs.
+  # The ConfigMap and the StatefulSet: what podman kube play runs, the
+  # StatefulSet as a Deployment of its pod template (podman 4.3 has no
+  # StatefulSet), each claim template a host directory.
   play="$WORK/play.yaml"
-  python3 - "$WORK/overlay.yaml" "$play" <<'PY' || fail "kube: no ConfigMap + Deployment in the render"
+  make_state "$WORK/state"
+  python3 - "$WORK/overlay.yaml" "$play" "$WORK/state" <<'PY' || fail "kube: no ConfigMap + StatefulSet with a claim template in the render"
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-keep = [d for d in docs if d["kind"] == "Deployment"
-        or (d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("tpoold-config-"))]
-assert [d["kind"] for d in keep].count("Deployment") == 1 and len(keep) == 2
-yaml.safe_dump_all(keep, open(sys.argv[2], "w"))
+sts = [d for d in docs if d["kind"] == "StatefulSet"]
+cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("tpoold-config-")]
+assert len(sts) == 1 and len(cms) == 1 and sts[0]["spec"].get("volumeClaimTemplates")
+spec = sts[0]["spec"]
+template = spec["template"]
+for claim in spec["volumeClaimTemplates"]:
+    template["spec"].setdefault("volumes", []).append(
+        {"name": claim["metadata"]["name"], "hostPath": {"path": sys.argv[3], "type": "Directory"}})
+dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": sts[0]["metadata"],
+       "spec": {"replicas": spec.get("replicas", 1), "selector": spec["selector"],
+                "template": template}}
+yaml.safe_dump_all([cms[0], dep], open(sys.argv[2], "w"))
 PY
   # The manifests name image tpoold:<tag>: the image just built, tagged so.
   tag=$(awk '$1 == "image:" {print $2; exit}' "$play")
@@ -441,8 +480,9 @@ PY
   c=$("${PODMAN[@]}" ps --filter label=io.kubernetes.pod.name --format '{{.Names}}' | grep -- '-tpoold$' | head -n 1 || true)
   [[ -n "$c" ]] || c=$("${PODMAN[@]}" ps --format '{{.Names}}' | grep -- '^tpoold-pod-.*-tpoold$' | head -n 1 || true)
   [[ -n "$c" ]] || fail "kube: no tpoold container after podman kube play: $(cat "$WORK/play.out"; "${PODMAN[@]}" ps -a)"
-  log "kube: podman kube play started $c (image $tag)"
+  log "kube: podman kube play started $c (image $tag; the StatefulSet's pod template)"
   check_running "$c" kube
+  check_journal "$WORK/state" kube
   # The probes as the kubelet would run them: each probe's exec command in
   # the pod's container (podman exec; the image's tpoolctl, the mounted CA).
   probes=$(python3 - "$play" <<'PY'

@@ -15,8 +15,8 @@
 # - /etc/tpoold/container.toml (deploy/container/tpoold.toml), the empty
 #   mount points it reads Secrets and plugins from (/etc/tpoold/tls, auth,
 #   plugins.d: present in the image, so a read-only root stays unchanged
-#   when they are mounted), and /run/tpoold (0700, uid 10001) for the admin
-#   socket.
+#   when they are mounted), /run/tpoold (0700, uid 10001) for the admin
+#   socket and /var/lib/tpoold (0700, uid 10001) for the store's journal.
 # Then it runs `tpoold --version` and `tpoolctl --version` chrooted into
 # ROOTFS, so a missing library fails the build, not the container.
 set -euo pipefail
@@ -86,6 +86,13 @@ install -d -m 0755 "$root/etc/tpoold/tls" "$root/etc/tpoold/auth" "$root/etc/tpo
 mkdir -p "$root/run/tpoold"
 chown 10001:10001 "$root/run/tpoold"
 chmod 0700 "$root/run/tpoold"
+# The durable store's directory ([store] path in container.toml), the
+# Dockerfile's VOLUME: a new volume copies this owner and mode, so the
+# daemon can create jobs.db, -wal and -shm in it and nobody else can read
+# them (the journal holds payloads and outputs).
+mkdir -p "$root/var/lib/tpoold"
+chown 10001:10001 "$root/var/lib/tpoold"
+chmod 0700 "$root/var/lib/tpoold"
 
 chroot "$root" /usr/bin/tpoold --version >/dev/null
 chroot "$root" /usr/bin/tpoolctl --version >/dev/null 2>&1 || chroot "$root" /usr/bin/tpoolctl --help >/dev/null

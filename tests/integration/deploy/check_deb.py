@@ -7,8 +7,9 @@ dpkg-shlibdeps found, the conffile, the maintainer scripts (system user,
 unit enabled), and the files. Extracts it with dpkg-deb -x into a throwaway
 root and runs the installed `tpoold --check-config` on the installed config
 (and on a broken copy, which must fail) and `tpoolctl --version`; starts the
-installed daemon on its installed config (paths moved into the root, ports
-ephemeral on loopback), checks it loads every packaged plugin and that the
+installed daemon on its installed config (paths moved into the root, the
+store's journal into the work directory, ports ephemeral on loopback), checks
+that it opens its journal, loads every packaged plugin and that the
 installed `tpoolctl health` gets SERVING, stops it with SIGTERM (exit 0); and
 runs `systemd-analyze verify` on the installed unit.
 
@@ -28,6 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "unit/deplo
 from deploy_facts import ROOT, Checker  # noqa: E402
 
 SKIP = 77
+STORE_DIR = "/var/lib/tpoold"  # the unit's StateDirectory, [store] path's directory
 
 
 def run(argv, **kw):
@@ -47,6 +49,9 @@ def serve_installed(c, root, work):
     config = config.replace('"/usr/lib/tpool/plugins"', f'"{root}/usr/lib/tpool/plugins"')
     config = config.replace('"/etc/tpoold/plugins.d"', f'"{root}/etc/tpoold/plugins.d"')
     config = re.sub(r'listen = "127\.0\.0\.1:\d+"', 'listen = "127.0.0.1:0"', config)
+    state = work / "state"  # /var/lib/tpoold, which the unit's StateDirectory makes
+    state.mkdir(mode=0o700, exist_ok=True)
+    config = config.replace(f'"{STORE_DIR}/', f'"{state}/')
     cfg, port_file, log = work / "serve.toml", work / "serve.port", work / "serve.log"
     cfg.write_text(config)
     plugins = sorted(p.stem for p in (root / "usr/lib/tpool/plugins").glob("*.so"))
@@ -58,6 +63,9 @@ def serve_installed(c, root, work):
         c.check(bool(port), f"the installed tpoold did not start serving within 30 s; log:\n"
                             f"{log.read_text()[-2000:]}")
         if port:
+            c.check((state / "jobs.db").exists(),
+                    f"the installed tpoold serves but made no journal at {state}/jobs.db "
+                    "([store] path of the installed config, moved into the work directory)")
             text = log.read_text()
             for name in plugins:
                 c.check(f"loaded {root}/usr/lib/tpool/plugins/{name}.so" in text,
@@ -181,9 +189,18 @@ def main():
     c.check(r.returncode == 0, f"dpkg-deb -x failed: {r.stderr}")
     tpoold, tpoolctl = root / "usr/bin/tpoold", root / "usr/bin/tpoolctl"
     config = root / "etc/tpoold/tpoold.toml"
+    c.check(f'path = "{STORE_DIR}/jobs.db"' in config.read_text(),
+            f"the installed config does not keep the store in {STORE_DIR} (the unit's "
+            "StateDirectory)")
     # --check-config checks the plugin directories too; the package's are
-    # under root here, not at the absolute paths the config names.
-    r = run([tpoold, "--check-config", config, "--plugin-dir", root / "usr/lib/tpool/plugins"])
+    # under root here, not at the absolute paths the config names. The
+    # store's directory is the unit's StateDirectory, which only systemd
+    # makes: the same config with the store in the work directory.
+    state = work / "check-state"
+    state.mkdir(mode=0o700)
+    checked = work / "installed.toml"
+    checked.write_text(config.read_text().replace(f'"{STORE_DIR}/', f'"{state}/'))
+    r = run([tpoold, "--check-config", checked, "--plugin-dir", root / "usr/lib/tpool/plugins"])
     c.check(r.returncode == 0, f"the installed tpoold --check-config rejects the installed "
                                f"config (exit {r.returncode}): {r.stdout}{r.stderr}")
     broken = work / "broken.toml"

@@ -10,7 +10,9 @@
    non-root user, EXPOSEs the daemon's gRPC and metrics ports, STOPSIGNAL
    SIGTERM, HEALTHCHECK through `tpoolctl --tls-ca ... health`, and starts
    tpoold with /etc/tpoold/container.toml (deploy/container/tpoold.toml): TLS,
-   tokens, /metrics over TLS, the admin API on a Unix socket (issue 16).
+   tokens, /metrics over TLS, the admin API on a Unix socket (issue 16), and
+   the durable store's journal in VOLUME /var/lib/tpoold, made 0700 and the
+   runtime user's by runtime-rootfs.sh (issue 17).
 2. Runs the build stage's RUN commands here, from the source tree, as the
    image build would: install-deps.sh build as written, and the release
    configure with its binary directory moved to a temporary one (-B), so the
@@ -40,6 +42,7 @@ from deploy_facts import ROOT, Checker, Facts  # noqa: E402
 BASE = "debian:bookworm-slim"
 ROOTFS_SCRIPT = "deploy/container/runtime-rootfs.sh"
 CONTAINER_CONFIG = "/etc/tpoold/container.toml"
+STATE_DIR = "/var/lib/tpoold"  # the VOLUME the store's journal lives in
 
 
 def parse(text):
@@ -164,6 +167,21 @@ def main():
                               f"not {value!r}")
     c.check(cfg.get("server", {}).get("allow_insecure") is not True,
             "deploy/container/tpoold.toml sets server.allow_insecure")
+    # The durable store (issue 17): its journal in a VOLUME of the daemon's
+    # user, so it outlives the container and a read-only root.
+    volumes = [v for i, a in runtime if i == "VOLUME" for v in exec_form(a)]
+    c.check(volumes == [STATE_DIR], f"the runtime stage's VOLUMEs are {volumes}, not "
+                                    f"[{STATE_DIR!r}] (the store's directory)")
+    store_path = cfg.get("store", {}).get("path", "")
+    c.check(store_path == f"{STATE_DIR}/jobs.db",
+            f"deploy/container/tpoold.toml: [store] path is {store_path!r}, not "
+            f"'{STATE_DIR}/jobs.db' (the image's VOLUME)")
+    c.check(cfg.get("store", {}).get("durable") is False,
+            "deploy/container/tpoold.toml: [store] durable is not false (durable is opt-in)")
+    c.check(re.search(rf'chown {uid}:{uid} "\$root{STATE_DIR}"', rootfs) is not None
+            and f'chmod 0700 "$root{STATE_DIR}"' in rootfs,
+            f"{ROOTFS_SCRIPT} does not make {STATE_DIR} 0700 and the runtime user's ({uid}): a "
+            "new volume copies the image's owner and mode, and the daemon could not write it")
     c.check("deploy/container/tpoold.toml" in rootfs or '"$(dirname "$0")/tpoold.toml"' in rootfs
             and CONTAINER_CONFIG in rootfs, f"{ROOTFS_SCRIPT} does not install "
                                             f"deploy/container/tpoold.toml as {CONTAINER_CONFIG}")
@@ -187,6 +205,8 @@ def main():
             text = text.replace("/etc/tpoold/tls/", f"{t}/tls/")
             text = text.replace("/etc/tpoold/auth/", f"{t}/auth/")
             text = text.replace("unix:/run/tpoold/", f"unix:{t}/")
+            (t / "state").mkdir(mode=0o700)
+            text = text.replace(f'"{STATE_DIR}/', f'"{t}/state/')
             (t / "container.toml").write_text(text)
             plugins = t / "plugins"
             plugins.mkdir()

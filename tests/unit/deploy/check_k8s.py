@@ -2,7 +2,9 @@
 """Parses every manifest in deploy/k8s and checks that the probes, ports,
 signals and timeouts agree with the daemon's config (deploy_facts.py) and
 with each other (selectors, named ports, the HPA's metric and its adapter
-rule, the image's user).
+rule, the image's user), and that each replica owns its durable store: a
+StatefulSet whose volumeClaimTemplate is mounted where [store] path points
+(issue 17).
 """
 
 import argparse
@@ -31,6 +33,7 @@ K8S_CONFIG_DIR = "/etc/tpoold/k8s"
 K8S_CONFIG = K8S_CONFIG_DIR + "/tpoold.toml"
 TLS_DIR = "/etc/tpoold/tls"  # the Secret tpoold-tls (cert-manager: tls.crt, tls.key, ca.crt)
 AUTH_DIR = "/etc/tpoold/auth"  # the Secret tpoold-auth (key tokens: the token file)
+STATE_DIR = "/var/lib/tpoold"  # the volumeClaimTemplate state: [store] path's directory
 
 
 def load_all():
@@ -57,9 +60,13 @@ def main():
     for name, d in docs:
         c.check("kind" in d and "apiVersion" in d, f"{name}: a document without kind/apiVersion")
         kinds.setdefault(d.get("kind"), []).append(d)
-    for kind in ("Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
+    for kind in ("StatefulSet", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler",
                  "ServiceMonitor", "ConfigMap", "Kustomization", "NetworkPolicy", "Certificate"):
         c.check(kind in kinds, f"no {kind} in deploy/k8s")
+    # Each replica owns a journal (issue 17): a Deployment's pods would share
+    # no volume of their own and change names at every rollout.
+    c.check("Deployment" not in kinds, "deploy/k8s has a Deployment: the replicas are a "
+                                       "StatefulSet, each with its own store volume")
     if c.failures:
         return c.finish()
 
@@ -99,13 +106,13 @@ def main():
     c.check(facts.user_plugin_dir in get("plugins.dirs"),
             f"plugins.dirs does not include {facts.user_plugin_dir}, where operators mount plugins")
 
-    # ---- the Deployment ---------------------------------------------------
-    dep = kinds["Deployment"][0]
+    # ---- the StatefulSet --------------------------------------------------
+    dep = kinds["StatefulSet"][0]
     pod = dep["spec"]["template"]
     labels = pod["metadata"]["labels"]
     spec = pod["spec"]
     c.check(matches(dep["spec"]["selector"]["matchLabels"], labels),
-            "the Deployment's selector does not match its pod labels")
+            "the StatefulSet's selector does not match its pod labels")
     ctr = next((x for x in spec["containers"] if x["name"] == "tpoold"), None)
     c.check(ctr is not None, "no container named tpoold")
     if ctr is None:
@@ -173,8 +180,48 @@ def main():
             f"the ConfigMap is not mounted as a directory at {K8S_CONFIG_DIR}")
     c.check(facts.user_plugin_dir in mounts, f"nothing is mounted at {facts.user_plugin_dir}")
     vols = {v["name"]: v for v in spec.get("volumes", [])}
+    claims = {v["metadata"]["name"]: v for v in dep["spec"].get("volumeClaimTemplates", [])}
     for m in mounts.values():
-        c.check(m["name"] in vols, f"volumeMount {m['name']} has no volume")
+        c.check(m["name"] in vols or m["name"] in claims,
+                f"volumeMount {m['name']} has no volume or volumeClaimTemplate")
+    for name in claims:
+        c.check(name not in vols, f"{name} is both a volume and a volumeClaimTemplate")
+
+    # The durable store (issue 17): [store] path in a volume of this replica
+    # alone, kept across restarts, reschedules and scale-downs.
+    store_path = str(get("store.path") or "")
+    c.check(store_path == f"{STATE_DIR}/jobs.db",
+            f"deploy/k8s/tpoold.toml: [store] path is {store_path!r}, not '{STATE_DIR}/jobs.db'")
+    c.check(get("store.durable") is False,
+            f"deploy/k8s/tpoold.toml: [store] durable is {get('store.durable')!r}: durable is "
+            "opt-in per request or handler (false)")
+    state_mount = mounts.get(store_path.rsplit("/", 1)[0], {})
+    claim = claims.get(state_mount.get("name"))
+    c.check(claim is not None, f"the store's directory {STATE_DIR} is not a volumeClaimTemplate "
+                               f"of the StatefulSet (it is {state_mount or 'not mounted'})")
+    c.check(state_mount.get("readOnly") is not True, f"{STATE_DIR} is mounted read-only")
+    if claim is not None:
+        cs = claim.get("spec", {})
+        c.check(cs.get("accessModes") == ["ReadWriteOnce"],
+                f"the state claim's accessModes are {cs.get('accessModes')}, not ReadWriteOnce "
+                "(one node, one pod: SQLite's locks need a local file system)")
+        c.check(cs.get("resources", {}).get("requests", {}).get("storage") == "1Gi",
+                f"the state claim requests {cs.get('resources')}, not 1Gi")
+        c.check("storageClassName" not in cs, "the state claim names a storageClassName: leave "
+                                              "it to the cluster's default class")
+    c.check(psc.get("fsGroup") == run_as, f"fsGroup is {psc.get('fsGroup')}, not {run_as}: the "
+                                          "state volume would not be writable by the daemon")
+    head_name = dep["spec"].get("serviceName")
+    c.check(head_name == "tpoold-headless", f"the StatefulSet's serviceName is {head_name!r}, "
+                                            "not the headless Service tpoold-headless")
+    c.check(dep["spec"].get("updateStrategy", {}).get("type", "RollingUpdate") == "RollingUpdate",
+            "the StatefulSet's updateStrategy is not RollingUpdate")
+    c.check("strategy" not in dep["spec"], "the StatefulSet has a Deployment's `strategy`")
+    retain = dep["spec"].get("persistentVolumeClaimRetentionPolicy", {})
+    c.check(retain.get("whenScaled", "Retain") == "Retain" and
+            retain.get("whenDeleted", "Retain") == "Retain",
+            f"persistentVolumeClaimRetentionPolicy is {retain}: a scale-down or delete would "
+            "remove volumes holding durable jobs")
     # The secure path (issue 16, item 5): TLS and tokens from Secrets, the
     # admin socket in an emptyDir of the pod.
     c.check(str(admin).startswith("unix:/"), f"server.admin_listen is {admin!r}: the admin API "
@@ -227,8 +274,8 @@ def main():
 
     hpa = kinds["HorizontalPodAutoscaler"][0]
     ref = hpa["spec"]["scaleTargetRef"]
-    c.check(ref["kind"] == "Deployment" and ref["name"] == dep["metadata"]["name"],
-            "the HPA does not scale the tpoold Deployment")
+    c.check(ref["kind"] == "StatefulSet" and ref["name"] == dep["metadata"]["name"],
+            f"the HPA scales {ref}, not the tpoold StatefulSet")
     c.check(hpa["spec"]["minReplicas"] >= 2, "the HPA may scale below 2 replicas")
     pod_metrics = [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]
                    if m["type"] == "Pods"]
@@ -290,6 +337,8 @@ def main():
             text = (K8S / "tpoold.toml").read_text()
             text = text.replace(TLS_DIR + "/", f"{t}/tls/").replace(AUTH_DIR + "/", f"{t}/auth/")
             text = text.replace("unix:/run/tpoold/", f"unix:{t}/")
+            (t / "state").mkdir(mode=0o700)
+            text = text.replace(f'"{STATE_DIR}/', f'"{t}/state/')
             (t / "tpoold.toml").write_text(text)
             (t / "plugins").mkdir()
             r = subprocess.run([args.tpoold, "--check-config", str(t / "tpoold.toml"),

@@ -3,7 +3,10 @@
 adapter rule name only metrics tpoold exports (the names daemon/metrics/src
 registers, else issue 8's list while it does not exist) or recording rules defined in
 deploy/prometheus/rules, and that the dashboard shows what issue 8 asks:
-throughput, latency percentiles, queue depths, stalls and overflow workers.
+throughput, latency percentiles, queue depths, stalls and overflow workers;
+and what issue 17 asks: every tpoold_store_* metric, retries and scheduled
+jobs on the dashboard, the store's alerts each with a promtool test, and
+every alert in docs/operations.md's table.
 """
 
 import json
@@ -26,6 +29,16 @@ ISSUE_8_METRICS = {
     "tpoold_job_wait_seconds", "tpoold_job_run_seconds", "tpoold_pool_workers",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+# Issue 17's store metrics (absent where [store] path is empty), and the
+# retry metrics the Store row shows with them. The dashboard shows each one
+# and every other tpoold_store_* name the exporter registers.
+STORE_METRICS = {
+    "tpoold_store_commit_duration_seconds", "tpoold_store_jobs_per_commit",
+    "tpoold_store_size_bytes", "tpoold_store_pending_jobs",
+    "tpoold_store_replayed_jobs_total", "tpoold_store_commit_errors_total",
+    "tpoold_store_healthy", "tpoold_jobs_retried_total", "tpoold_jobs_scheduled",
+}
+STORE_ALERTS = ("TpooldStoreCommitSlow", "TpooldStoreUnhealthy", "TpooldStoreErrors")
 
 
 def exported_metrics():
@@ -56,12 +69,14 @@ def main():
     c = Checker("observability")
     exported, source = exported_metrics()
     rules_dir = ROOT / "deploy/prometheus/rules"
-    recorded_defined, exprs = set(), []
+    recorded_defined, exprs, alerts = set(), [], {}
     for path in sorted(rules_dir.glob("*.yml")):
         for group in yaml.safe_load(path.read_text())["groups"]:
             for rule in group["rules"]:
                 if "record" in rule:
                     recorded_defined.add(rule["record"])
+                if "alert" in rule:
+                    alerts[rule["alert"]] = rule
                 exprs.append((f"{path.name}: {rule.get('record') or rule.get('alert')}",
                               rule["expr"]))
     dash_path = ROOT / "deploy/grafana/tpoold-dashboard.json"
@@ -94,6 +109,27 @@ def main():
         c.check(need in shown, f"the dashboard does not show {need} ({why})")
     c.check(any("histogram_quantile(0.99" in e for _, e in dash_exprs),
             "the dashboard has no p99 panel")
+
+    # The durable store (issue 17).
+    def base(name):
+        for s in HISTOGRAM_SUFFIXES:
+            if name.endswith(s) and name[: -len(s)] in STORE_METRICS | exported:
+                return name[: -len(s)]
+        return name
+    shown_bases = {base(m) for m in shown}
+    store_exported = {m for m in exported if m.startswith("tpoold_store_")} if source != "issue 8" else set()
+    for need in sorted(STORE_METRICS | store_exported):
+        c.check(need in shown_bases, f"the dashboard does not show {need} (issue 17: the Store row)")
+    c.check(any(p.get("type") == "row" and "Store" in p.get("title", "") for p in dash["panels"]),
+            "the dashboard has no Store row")
+    tests_text = "\n".join(p.read_text() for p in sorted((ROOT / "deploy/prometheus/tests").glob("*.yml")))
+    ops = (ROOT / "docs/operations.md").read_text()
+    for name in STORE_ALERTS:
+        c.check(name in alerts, f"no alert {name} in deploy/prometheus/rules")
+    for name in alerts:
+        c.check(re.search(rf"alertname: {name}\b", tests_text) is not None,
+                f"alert {name} has no promtool test in deploy/prometheus/tests")
+        c.check(f"`{name}`" in ops, f"docs/operations.md's alert table does not list {name}")
     print(f"observability: metric names checked against {source}")
     return c.finish()
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks deploy/systemd/tpoold.service: what issue 9 asks of it, agreement
-with the daemon's config, `systemd-analyze verify` without a complaint, and
+with the daemon's config (the store's journal in the unit's StateDirectory,
+issue 17), `systemd-analyze verify` without a complaint, and
 `systemd-analyze security` at or below the target exposure (2.0), the figure
 docs/operations.md reports.
 
 usage: check_systemd_unit.py [--tpoold PATH]
   --tpoold: the built daemon; it checks deploy/tpoold.toml (the packaged
-  config) and verify runs on a copy of the unit whose /usr/bin/tpoold is
+  config, its store moved to a temporary directory) and verify runs on a copy of the unit whose /usr/bin/tpoold is
   this binary. Without it (the daemon is not built), the
   one complaint verify may make is that /usr/bin/tpoold does not exist.
 """
@@ -22,6 +23,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from deploy_facts import ROOT, Checker, Facts  # noqa: E402
 
 UNIT = ROOT / "deploy/systemd/tpoold.service"
+STORE_DIR = "/var/lib/tpoold"  # StateDirectory=tpoold
+STORE_PATH = STORE_DIR + "/jobs.db"
 TARGET_EXPOSURE = 2.0
 
 
@@ -98,14 +101,43 @@ def main():
     ro = " ".join(unit.get(("Service", "ReadOnlyPaths"), [])).split()
     for path in ("/etc/tpoold", facts.plugin_dir):
         c.check(path in ro, f"ReadOnlyPaths does not name {path}")
+    # The durable store (issue 17): the packaged config keeps its journal in
+    # the unit's StateDirectory, which systemd makes writable for tpoold alone
+    # under ProtectSystem=strict; any other directory would be read-only.
+    store = facts.packaged.get("store", {})
+    store_path = store.get("path", "")
+    c.check(store_path == STORE_PATH, f"deploy/tpoold.toml sets [store] path = {store_path!r}, "
+                                      f"not {STORE_PATH!r} (in the unit's StateDirectory)")
+    c.check(one("StateDirectory") == "tpoold",
+            f"StateDirectory is {one('StateDirectory')!r}, not tpoold: [store] path "
+            f"{store_path} would be on a read-only file system (ProtectSystem=strict)")
+    c.check(one("StateDirectoryMode") == "0700",
+            f"StateDirectoryMode is {one('StateDirectoryMode')!r}, not 0700 (the journal "
+            "holds payloads and outputs)")
+    c.check(store_path.rsplit("/", 1)[0] == "/var/lib/" + str(one("StateDirectory")),
+            f"[store] path {store_path} is not in /var/lib/{one('StateDirectory')}")
+    c.check(not any(p.startswith("/var/lib/tpoold") for p in ro),
+            "ReadOnlyPaths covers /var/lib/tpoold, the store's directory")
+    c.check(store.get("durable") is False,
+            f"deploy/tpoold.toml sets [store] durable = {store.get('durable')!r}: durability "
+            "is opt-in per request or handler (false)")
 
     if args.tpoold:
         # --check-config also checks that the plugin directories exist (as the
         # start does); this machine has not installed the package, so an
         # empty directory stands in for them.
-        with tempfile.TemporaryDirectory() as plugins:
-            r = subprocess.run([args.tpoold, "--check-config", str(ROOT / "deploy/tpoold.toml"),
-                                "--plugin-dir", plugins], capture_output=True, text=True)
+        # The store's directory is /var/lib/tpoold on an installed machine
+        # (the unit makes it); here the same config with the store in a
+        # temporary directory.
+        with tempfile.TemporaryDirectory() as tmp:
+            plugins, state = pathlib.Path(tmp) / "plugins", pathlib.Path(tmp) / "state"
+            plugins.mkdir()
+            state.mkdir(mode=0o700)
+            config = pathlib.Path(tmp) / "tpoold.toml"
+            config.write_text((ROOT / "deploy/tpoold.toml").read_text()
+                              .replace(STORE_DIR + "/", f"{state}/"))
+            r = subprocess.run([args.tpoold, "--check-config", str(config),
+                                "--plugin-dir", str(plugins)], capture_output=True, text=True)
         c.check(r.returncode == 0, f"tpoold --check-config rejects deploy/tpoold.toml, the "
                                    f"config the unit starts with: {r.stdout}{r.stderr}")
 

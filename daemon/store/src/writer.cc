@@ -36,10 +36,11 @@ void Writer::Delta::add(const Delta& o) noexcept {
   records += o.records;
 }
 
-Writer::Writer(Db db, std::string path, std::size_t max_batch, std::int64_t next_seq,
-               std::uint64_t pending, std::uint64_t scheduled)
+Writer::Writer(Db db, std::string path, std::size_t max_batch, std::chrono::microseconds linger,
+               std::int64_t next_seq, std::uint64_t pending, std::uint64_t scheduled)
     : path_(std::move(path)),
       max_batch_(max_batch),
+      linger_(linger),
       db_(std::move(db)),
       next_seq_(next_seq),
       pending_(pending),
@@ -112,6 +113,7 @@ void Writer::append(Write w) {
   MutexLock lk(mu_);
   w.ticket = next_ticket_++;  // (W2) the order of the lock is the order of the writes (J3)
   queued_records_ += w.records();
+  if (w.done) ++waited_;  // (W6)
   queue_.push_back(std::move(w));
   work_cv_.notify_one();  // under mu_: see the wake in writer.h
 }
@@ -128,6 +130,7 @@ Status Writer::flush() {
   const std::uint64_t lo = flush_floor_;  // (W4) this call claims [lo, hi]
   flush_floor_ = std::max(flush_floor_, hi + 1);
   const auto waiting = flush_waiting_.insert(lo);
+  work_cv_.notify_one();                         // (W6) a flush ends the writer's linger
   while (completed_ < hi) flushed_cv_.wait(lk);  // (W3)
   Status first;
   for (const Failure& f : failures_) {
@@ -182,6 +185,13 @@ void Writer::run() {
   for (;;) {
     while (queue_.empty() && !stopping_) work_cv_.wait(lk);
     if (queue_.empty()) return;  // stopping, and everything appended is applied
+    if (linger_.count() > 0) {  // (W6)
+      const auto until = std::chrono::steady_clock::now() + linger_;
+      (void)work_cv_.wait_until(lk, until, [&]() REQUIRES(mu_) {
+        return stopping_ || waited_ > 0 || !flush_waiting_.empty() ||
+               queued_records_ >= max_batch_;
+      });
+    }
     Group g = take();
     lk.unlock();  // (W3) no lock during SQL
     const Outcome o = commit(g);
@@ -219,6 +229,7 @@ Writer::Group Writer::take() {
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
   }
   queued_records_ -= g.records;
+  for (const Write& w : g.writes) waited_ -= w.done ? 1 : 0;  // (W6)
   if (inject_left_ > 0) {
     --inject_left_;
     g.inject = true;

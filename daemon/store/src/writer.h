@@ -27,6 +27,17 @@
 //       samples) change only in the writer, under mu_, once a transaction's
 //       outcome is known and before its callbacks run; healthy_ too (J5), so
 //       a callback that gets an error already sees healthy() false.
+//  (W6) Linger: when nothing queued is waited for (no write has a Committed
+//       callback: the engine's start, retry and end records, expiry) and no
+//       flush() waits, the writer waits up to `linger` for more before it
+//       commits, so those writes ride in the next waited-for commit (the
+//       next accept) instead of costing an fsync of their own: a client
+//       submitting one durable job at a time pays one fsync per job, not
+//       three. waited_ counts the queued writes with a callback; a write
+//       with one, a flush(), max_batch records queued or stop() ends the
+//       linger at once. A write nobody waits for is durable up to `linger`
+//       later than without it; the engine's lifecycle records tolerate that
+//       (durable.cc, D3: a crash replays the job, at-least-once).
 //
 // The wake is a plain condition variable: the writer waits on work_cv_ with
 // mu_ held until the queue is not empty or stop() was called; append() pushes
@@ -35,6 +46,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -81,8 +93,8 @@ class Writer {
 
   // next_seq: one more than the largest seq in the file; pending/scheduled:
   // the counts in it (for stats()).
-  Writer(Db db, std::string path, std::size_t max_batch, std::int64_t next_seq,
-         std::uint64_t pending, std::uint64_t scheduled);
+  Writer(Db db, std::string path, std::size_t max_batch, std::chrono::microseconds linger,
+         std::int64_t next_seq, std::uint64_t pending, std::uint64_t scheduled);
   ~Writer();  // stop()
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -139,6 +151,7 @@ class Writer {
 
   const std::string path_;
   const std::size_t max_batch_;
+  const std::chrono::microseconds linger_;  // (W6)
 
   // (W1) The connection first, so the statements are finalized before it
   // closes (members are destroyed in reverse order).
@@ -154,6 +167,7 @@ class Writer {
   CondVar flushed_cv_;  // flush() waits: completed_ moved
   std::vector<Write> queue_ GUARDED_BY(mu_);
   std::size_t queued_records_ GUARDED_BY(mu_) = 0;
+  std::size_t waited_ GUARDED_BY(mu_) = 0;  // (W6) queued writes with a Committed callback
   std::uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
   std::uint64_t completed_ GUARDED_BY(mu_) = 0;  // (W3)
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -5,6 +5,7 @@
 // Which writes share a transaction is set up, not hoped for: a WriterGate
 // holds the writer inside a callback while the writes queue up.
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "store_test_support.h"
@@ -44,6 +45,40 @@ TEST(JournalWriter, GroupCommitTakesTheQueueUpToMaxBatch) {
   EXPECT_EQ(s.commits, 1u + 5u);  // 1024 x 4 + 904
   EXPECT_EQ(s.pending, 5001u);
   EXPECT_EQ(j->list(Filter().limit(10000)).size(), 5001u);
+}
+
+// (W6) Writes nobody waits for linger until a waited-for one comes and share
+// its commit; a flush() or the journal's close ends the linger at once. The
+// linger is a minute here: a test that passes cannot have waited for it.
+TEST(JournalWriter, UnwaitedWritesRideInTheNextWaitedForCommit) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.linger = std::chrono::minutes(1);
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  std::atomic<int> ok{0};
+  j->append_accepted({make_job(1)}, [&](const Status& s) { ok += s.ok() ? 1 : 0; });
+  ASSERT_TRUE(j->flush().ok());
+  const std::uint64_t before = j->stats().commits;
+  // A start and an end (no callback), then an accept someone waits for.
+  j->append_started(1, 1);
+  j->append_ended(1, RecordState::kSucceeded, "out", "", 5);
+  std::promise<Status> committed;
+  j->append_accepted({make_job(2)}, [&](const Status& s) { committed.set_value(s); });
+  ASSERT_TRUE(committed.get_future().get().ok());
+  EXPECT_EQ(j->stats().commits, before + 1);  // one transaction for the three
+  EXPECT_EQ(j->get(1)->state, RecordState::kSucceeded);
+  // Alone, an unwaited write is committed by a flush() without the linger.
+  j->append_started(2, 1);
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_EQ(j->get(2)->state, RecordState::kRunning);
+  EXPECT_EQ(j->stats().commits, before + 2);
+  // And by the close: the destructor does not wait a minute either.
+  j->append_ended(2, RecordState::kFailed, "", "no", 6);
+  j.reset();
+  auto again = open_ok(o);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->get(2)->state, RecordState::kFailed);
 }
 
 // (J2) An accept of more jobs than max_batch is one write: it is never split

@@ -13,7 +13,8 @@
 //  (J2) Group commit: one writer thread owns the write connection. It takes
 //       every queued write (accepts, starts, ends, retries, removals) at once,
 //       up to max_batch records, applies them in one transaction and commits
-//       once: one fsync for the whole group. No caller thread ever touches
+//       once: one fsync for the whole group. Writes nobody waits for (no
+//       Committed callback) may wait up to options.linger for company. No caller thread ever touches
 //       the disk for a write; append_*() only enqueue (a mutex and a vector
 //       push) and return.
 //  (J3) Order: writes are applied in the order their append_*() calls took
@@ -99,6 +100,10 @@ struct JobRecord {
 struct JournalOptions {
   std::string path;              // the database file; its directory must exist and be writable
   std::size_t max_batch = 1024;  // records per transaction at most (J2)
+  // How long the writer waits for more when nothing queued is waited for
+  // (no Committed callback, no flush()), so such writes share the next
+  // waited-for commit (writer.h, W6); 0: commit at once.
+  std::chrono::microseconds linger{2000};
   // Ended jobs are deleted this long after they ended (expire()).
   std::chrono::milliseconds retention{300000};
 };

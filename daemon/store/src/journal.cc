@@ -135,8 +135,8 @@ Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options) {
   }
 
   impl->writer = std::make_unique<detail::Writer>(std::move(db), path, impl->options.max_batch,
-                                                  impl->options.linger,
-                                                  next_seq, impl->recovered.size(), scheduled);
+                                                  impl->options.linger, next_seq,
+                                                  impl->recovered.size(), scheduled);
   if (Status s = impl->writer->prepare(); !s.ok()) return s;
   impl->writer->start();
   return std::unique_ptr<Journal>(new Journal(std::move(impl)));

@@ -185,11 +185,10 @@ void Writer::run() {
   for (;;) {
     while (queue_.empty() && !stopping_) work_cv_.wait(lk);
     if (queue_.empty()) return;  // stopping, and everything appended is applied
-    if (linger_.count() > 0) {  // (W6)
+    if (linger_.count() > 0) {   // (W6)
       const auto until = std::chrono::steady_clock::now() + linger_;
       (void)work_cv_.wait_until(lk, until, [&]() REQUIRES(mu_) {
-        return stopping_ || waited_ > 0 || !flush_waiting_.empty() ||
-               queued_records_ >= max_batch_;
+        return stopping_ || waited_ > 0 || !flush_waiting_.empty() || queued_records_ >= max_batch_;
       });
     }
     Group g = take();

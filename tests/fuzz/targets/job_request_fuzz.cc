@@ -20,9 +20,11 @@
 //             4 Get and Cancel (JobRef), then ListHandlers, 5 Wait
 //             (WaitRequest), 6 Stream, 7 SubmitBatch. A Submit(Batch) job is
 //             then followed: Get, Cancel (with bit 5), Wait.
-//   bits 3-4  service: 0 and 3 default limits, 1 tight limits (in-flight 2,
+//   bits 3-4  service: 0 default limits, 1 tight limits (in-flight 2,
 //             stream window 3, payload 512 bytes, 4 results retained),
-//             2 draining
+//             2 draining, 3 durable: a job store (a real SQLite journal in a
+//             temporary directory) and [store] durable = true, so every job
+//             takes the durable path (admission A8/A9, durable.cc D1-D7)
 //   bit  5    the client cancels: Execute's or Wait's call, each Submit(Batch)
 //             job by its ref and then its Wait call, or the Stream after
 //             `bits 6-7` messages were read
@@ -57,6 +59,7 @@
 #include <grpcpp/test/default_reactor_test_peer.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -65,6 +68,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,6 +78,7 @@
 #include "parse.h"
 #include "tpool/engine/engine.h"
 #include "tpool/rpc/services.h"
+#include "tpool/store/journal.h"
 
 namespace {
 
@@ -246,13 +251,14 @@ void tick() {
 struct World {
   std::unique_ptr<tpool::plugin_host::Host> host;
   std::unique_ptr<tpool::Pool> pool;
-  Service services[3];
+  std::unique_ptr<tpool::store::Journal> journal;  // service 3's; outlives its engine
+  Service services[4];
 };
 
 const std::string kReplica = "fuzz-replica";
 
 void make_service(World& w, Service& s, tpool::engine::EngineLimits el, tpool::rpc::RpcLimits rl,
-                  bool draining) {
+                  bool draining, tpool::store::Journal* journal = nullptr) {
   el.enforce_interval = std::chrono::milliseconds(0);  // no thread: enforce() after each run
   el.incarnation = 7;                                  // the same ids every process
   // A minute (the daemon's default is 30 days): tick()'s jumps stay small
@@ -260,7 +266,8 @@ void make_service(World& w, Service& s, tpool::engine::EngineLimits el, tpool::r
   el.max_delay = std::chrono::minutes(1);
   s.retention = el.retention;
   s.limits = el;
-  s.engine = std::make_unique<tpool::engine::Engine>(*w.pool, *w.host, el, &s.clock);
+  s.engine =
+      std::make_unique<tpool::engine::Engine>(*w.pool, *w.host, el, &s.clock, nullptr, journal);
   s.jobs = std::make_unique<JobServiceImpl>(*s.engine, rl, kReplica);
   if (draining) s.engine->begin_drain();
 }
@@ -307,6 +314,20 @@ World& world() {
     make_service(*w, w->services[0], {}, {}, false);
     make_service(*w, w->services[1], tight, tight_rpc, false);
     make_service(*w, w->services[2], {}, {}, true);
+    // The durable service: its journal in a directory of this process's own,
+    // ended jobs expired at once (retention 0) so a run's keys and results do
+    // not reach the next run (settle() expires and flushes).
+    char tmpl[] = "/tmp/fuzz-job-request-store.XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) fail("cannot make the store's directory");
+    tpool::store::JournalOptions jo;
+    jo.path = std::string(tmpl) + "/jobs.db";
+    jo.retention = std::chrono::milliseconds(0);
+    auto j = tpool::store::Journal::open(jo);
+    if (!j.ok()) fail("cannot open the job store:", j.status().message());
+    w->journal = std::move(j).value();
+    tpool::engine::EngineLimits durable;
+    durable.durable = true;
+    make_service(*w, w->services[3], durable, {}, false, w->journal.get());
     return w;
   }();
   return *the_world;
@@ -576,6 +597,15 @@ void settle(Service& svc) {
   svc.clock.advance(svc.retention + std::chrono::seconds(1));
   svc.engine->expire();
   if (svc.engine->snapshot().retained_entries != 0) fail("results retained after expiry");
+  if (svc.engine->durable_enabled()) {
+    // Every job of the run ended and is journaled as such; expire() queued
+    // their deletion (retention 0): nothing is left for the next run.
+    const tpool::Status st = world().journal->flush();
+    if (!st.ok()) fail("the job store failed:", st.message());
+    world().journal->expire(std::numeric_limits<std::int64_t>::max());
+    (void)world().journal->flush();
+    if (world().journal->stats().pending != 0) fail("durable jobs left pending in the store");
+  }
 }
 
 }  // namespace
@@ -585,7 +615,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   World& w = world();
   const int call = data[0] & 7;
   const int which = (data[0] >> 3) & 3;
-  Service& svc = w.services[which == 3 ? 0 : which];
+  Service& svc = w.services[which];
   const bool cancel = (data[0] >> 5) & 1;
   const int cancel_after = data[0] >> 6;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);

@@ -14,9 +14,9 @@
 //       every queued write (accepts, starts, ends, retries, removals) at once,
 //       up to max_batch records, applies them in one transaction and commits
 //       once: one fsync for the whole group. Writes nobody waits for (no
-//       Committed callback) may wait up to options.linger for company. No caller thread ever touches
-//       the disk for a write; append_*() only enqueue (a mutex and a vector
-//       push) and return.
+//       Committed callback) may wait up to options.linger for company. No caller thread ever
+//       touches the disk for a write; append_*() only enqueue (a mutex and a vector push) and
+//       return.
 //  (J3) Order: writes are applied in the order their append_*() calls took
 //       the queue's lock. A start or end appended after its job's accept is
 //       applied after it (possibly in the same transaction).

@@ -79,14 +79,16 @@ namespace tpool::engine {
 // One submit_batch call.
 struct Engine::Admission {
   Admission(Engine& engine, std::span<JobSpec> s, DoneFn fn, void* u,
-            const std::atomic<bool>* group, std::span<SubmitResult> o, bool stop_full)
+            const std::atomic<bool>* group, std::span<SubmitResult> o, bool stop_full,
+            bool ack_result)
       : e(engine),
         specs(s),
         done(fn),
         user(u),
         group_cancel(group),
         out(o),
-        stop_when_full(stop_full) {}
+        stop_when_full(stop_full),
+        ack_by_result(ack_result) {}
 
   Engine& e;
   std::span<JobSpec> specs;
@@ -95,6 +97,7 @@ struct Engine::Admission {
   const std::atomic<bool>* group_cancel;
   std::span<SubmitResult> out;
   bool stop_when_full;
+  bool ack_by_result;               // (D8)
   std::size_t stop = specs.size();  // the first item refused for room (A1)
 
   // The run: jobs built and admitted, not yet handed to the pool.
@@ -237,6 +240,10 @@ struct Engine::Admission {
   // Steps 5 and 6.
   void submit_run() {
     if (run.empty()) return;
+    if (run_durable && ack_by_result) {  // (D8) its result is the acknowledgement
+      submit_run_async();
+      return;
+    }
     if (run_durable) {  // (A8, D1) on disk before anyone learns of it
       if (auto err = e.commit_accepted(run)) {
         refuse_run(*err);
@@ -299,6 +306,23 @@ struct Engine::Admission {
         stop = std::min(stop, i);
       }
     }
+    clear_run();
+  }
+
+  // (D8) The run is accepted now and answered through its jobs' results;
+  // the pool gets it once the commit's callback runs.
+  void submit_run_async() {
+    auto pending = std::make_shared<PendingRun>();
+    pending->lane = run_lane;
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      std::shared_ptr<Job>& j = run[k];
+      if (j->retained_) e.store_->put(j);  // (A6)
+      j->self_ = j;                        // (inv 4) the task's reference, from now
+      j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
+      pending->jobs.push_back(j);
+      out[run_index[k]] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
+    }
+    e.commit_async(std::move(pending));
     clear_run();
   }
 
@@ -388,8 +412,8 @@ Engine::SubmitResult Engine::submit(JobSpec spec, DoneFn done, void* user,
 
 std::size_t Engine::submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
                                  const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
-                                 bool stop_when_full) {
-  Admission a(*this, specs, done, user, group_cancel, out, stop_when_full);
+                                 bool stop_when_full, bool ack_by_result) {
+  Admission a(*this, specs, done, user, group_cancel, out, stop_when_full, ack_by_result);
   return a.all();
 }
 

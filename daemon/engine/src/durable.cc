@@ -59,11 +59,22 @@
 //       sentence. A durable job also ignores its call's cancellation (a
 //       dropped Stream): the work outlives the client's connection; Cancel
 //       by id ends it.
+//  (D8) A caller that acknowledges a job only through its result (a
+//       Stream: submit_batch's ack_by_result) does not wait for the commit:
+//       its durable run is stored, counted and answered Submitted at once,
+//       and handed to the pool by the commit's callback, so no handler runs
+//       it and no result reaches the client before it is on disk (D1 holds:
+//       the result is the acknowledgement), while the Stream reads and
+//       commits its next message meanwhile. A failed commit ends the run's
+//       jobs FAILED with D6's sentence instead of refusing them, and gives
+//       their slots back. ~Engine flushes the journal first, so no callback
+//       outlives the engine.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <functional>
 
+#include "job_task.h"
 #include "scheduler.h"
 #include "tpool/engine/engine.h"
 #include "tpool/store/journal.h"
@@ -174,13 +185,21 @@ std::optional<Error> Engine::commit_accepted(std::span<const std::shared_ptr<Job
     st = c.status;
   }
   if (st.ok()) {
-    if (store_failing_.exchange(false, std::memory_order_relaxed)) {  // (D6) episode over
-      spdlog::info("the job store commits again ({}); durable jobs are accepted", journal_->path());
-    }
+    store_ok();
     return std::nullopt;
   }
+  return store_error(st, jobs.size());
+}
+
+void Engine::store_ok() {
+  if (store_failing_.exchange(false, std::memory_order_relaxed)) {  // (D6) episode over
+    spdlog::info("the job store commits again ({}); durable jobs are accepted", journal_->path());
+  }
+}
+
+Error Engine::store_error(const Status& st, std::size_t n) {
   // relaxed: a reporting counter; the flag only decides who logs.
-  store_refused_.fetch_add(jobs.size(), std::memory_order_relaxed);
+  store_refused_.fetch_add(n, std::memory_order_relaxed);
   if (!store_failing_.exchange(true, std::memory_order_relaxed)) {  // (D6) once per episode
     spdlog::error(
         "durable jobs are refused until the job store can commit again (non-durable jobs still "
@@ -193,6 +212,56 @@ std::optional<Error> Engine::commit_accepted(std::span<const std::shared_ptr<Job
       "; retry later, or send it without durable";
   if (full) return Error{ErrorCode::kExhausted, std::move(why), std::chrono::milliseconds(1000)};
   return Error{ErrorCode::kUnavailable, std::move(why)};
+}
+
+// (D8) A run answered through its results: accepted now, to the pool from
+// the commit's callback (on the journal's writer thread: J4, it must not
+// wait for the journal; a pool submit with kReject never blocks, A4).
+void Engine::commit_async(std::shared_ptr<PendingRun> run) {
+  std::vector<store::JobRecord> records;
+  records.reserve(run->jobs.size());
+  const std::int64_t now_ms = wall_ms();
+  for (const auto& j : run->jobs) records.push_back(accept_record(*j, now_ms));
+  journal_->append_accepted(std::move(records), [this, run = std::move(run)](const Status& st) {
+    on_async_commit(*run, st);
+  });
+}
+
+void Engine::on_async_commit(PendingRun& run, const Status& st) {
+  if (!st.ok()) {
+    // Never on disk: each job ends FAILED with the refusal's sentence (its
+    // client learns it from the result), and gives its slot back.
+    const Error err = store_error(st, run.jobs.size());
+    for (auto& j : run.jobs) {
+      j->self_.reset();
+      (void)j->finish(JobState::kQueued, JobState::kFailed, {}, err.message);
+      release_slot();
+    }
+    return;
+  }
+  store_ok();
+  std::vector<Task> tasks;
+  std::vector<CancelToken*> tokens;
+  tasks.reserve(run.jobs.size());
+  tokens.reserve(run.jobs.size());
+  for (const auto& j : run.jobs) {
+    tasks.push_back(Task{job_task::run, j.get()});
+    tokens.push_back(&j->token_);  // (A3)
+  }
+  SubmitOptions opts;
+  opts.on_cancel = job_task::cancelled;
+  opts.lane = run.lane;
+  opts.backpressure = Backpressure::kReject;  // (A4)
+  std::size_t accepted = 0;
+  if (tasks.size() == 1) {
+    opts.cancel = tokens[0];
+    accepted = pool_.submit(tasks[0], opts).ok() ? 1 : 0;
+  } else {
+    opts.cancels = tokens;
+    Result<std::size_t> r = pool_.submit_batch(tasks, opts);
+    accepted = r.ok() ? r.value() : 0;
+  }
+  for (std::size_t k = accepted; k < run.jobs.size(); ++k) park_committed(run.jobs[k]);  // (D2)
 }
 
 bool Engine::ended_by_shutdown(const Job& job) const noexcept {

@@ -45,6 +45,7 @@
 #include "job_task.h"
 #include "scheduler.h"
 #include "tpool/engine/thread_job.h"
+#include "tpool/store/journal.h"
 
 namespace tpool::engine {
 
@@ -158,7 +159,12 @@ struct JobTask {
                                  : std::string());
   }
 
-  static void release(Engine& e) {
+  static void release(Engine& e) { e.release_slot(); }
+};
+
+void Engine::release_slot() {
+  Engine& e = *this;
+  {
     // (E1, E3) seq_cst: pairs with the registrar's count increment and
     // in_flight_ load in wait_for_capacity.
     std::uint64_t left = e.in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
@@ -179,7 +185,7 @@ struct JobTask {
       e.idle_cv_.notify_all();
     }
   }
-};
+}
 
 void job_task::run(void* ctx) {
   JobTask::run(ctx);
@@ -216,6 +222,9 @@ std::uint32_t JobId::draw_incarnation() {
 }
 
 Engine::~Engine() {
+  // (D8) Runs the callbacks of the accepts still being committed (they hand
+  // their jobs to the pool, or end them) before anything they use goes.
+  if (journal_ != nullptr) (void)journal_->flush();
   forget_capacity_waiter(scheduler_.get());
   scheduler_.reset();  // its thread stops; held jobs are dropped with it
   if (!enforce_thread_.joinable()) return;

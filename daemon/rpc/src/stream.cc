@@ -329,7 +329,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
           specs_.empty() ? 0
                          : svc_.engine().submit_batch(specs_, &StreamReactor::job_done, this,
                                                       &cancelled_, results_,
-                                                      /*stop_when_full=*/true);
+                                                      /*stop_when_full=*/true,
+                                                      /*ack_by_result=*/true);  // (D8)
       for (std::size_t k = 0; k < consumed; ++k) {
         engine::Engine::SubmitResult& r = results_[k];
         if (!r.ok()) {

@@ -349,6 +349,45 @@ TEST_F(Durable, KeyedDurableItemsInARowShareOneCommit) {
   EXPECT_FALSE(out[0].value.deduplicated);
 }
 
+TEST_F(Durable, AnswerByResultRunsOnlyOnceCommittedAndAFailedCommitEndsTheJobsFailed) {
+  // (D8) A Stream's submit: accepted at once, run from the commit's
+  // callback; the handler never runs before the accept is on disk.
+  start_durable();
+  std::vector<JobSpec> specs;
+  for (int i = 0; i < 3; ++i) specs.push_back(durable("echo", "r" + std::to_string(i)));
+  std::vector<Engine::SubmitResult> out(specs.size());
+  ASSERT_EQ(engine().submit_batch(specs, &Recorder::on_done, &done_, nullptr, out,
+                                  /*stop_when_full=*/true, /*ack_by_result=*/true),
+            3u);
+  for (const auto& r : out) {
+    ASSERT_TRUE(r.ok()) << r.error->message;
+    EXPECT_TRUE(r.value.will_notify);
+    const Recorder::Call c = done_.wait_job(r.value.job->id());
+    EXPECT_EQ(c.state, JobState::kSucceeded);
+    // Ended, so its accept was committed before it ran (J3: the end is
+    // applied after the accept; the record exists).
+    EXPECT_TRUE(record(c.id).has_value());
+  }
+  EXPECT_EQ(counts("echo").submitted, 3u);
+  // A failed commit: the jobs end FAILED with the store's sentence, never
+  // run, and give their slots back.
+  const int calls = ctl_.calls_now();
+  journal_->inject_commit_failures_for_testing(1, /*disk_full=*/true);
+  specs.clear();
+  specs.push_back(durable("echo", "lost"));
+  out.assign(1, {});
+  ASSERT_EQ(engine().submit_batch(specs, &Recorder::on_done, &done_, nullptr, out, true, true), 1u);
+  ASSERT_TRUE(out[0].ok());
+  const Recorder::Call lost = done_.wait_job(out[0].value.job->id());
+  EXPECT_EQ(lost.state, JobState::kFailed);
+  EXPECT_NE(lost.message.find("disk is full"), std::string::npos) << lost.message;
+  ASSERT_TRUE(idle());
+  EXPECT_EQ(ctl_.calls_now(), calls);
+  EXPECT_EQ(engine().snapshot().store_refused, 1u);
+  EXPECT_FALSE(journal_->flush().ok());              // the flush reports the failed accept (J5)
+  EXPECT_FALSE(journal_->get(lost.id).has_value());  // never on disk
+}
+
 TEST_F(Durable, AJobACallDroppedKeepsRunning) {
   start_durable();
   std::atomic<bool> group{false};

@@ -261,9 +261,13 @@ class Engine {
   // for room (ErrorCode::kExhausted): then the return value is that item's
   // index, its spec (and those after it) are left intact in specs for a
   // retry, and out[return value] holds the kExhausted error.
+  // ack_by_result: the caller tells its client of a job only through the
+  // job's result (a Stream): a run of durable jobs is then not waited for;
+  // its jobs go to the pool from the commit's callback, and a failed commit
+  // ends them FAILED with the commit's sentence (durable.cc, D8).
   std::size_t submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
                            const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
-                           bool stop_when_full);
+                           bool stop_when_full, bool ack_by_result = false);
 
   // A retained job (Submit, or keyed), queued, running or ended. Without a
   // journal an id of another incarnation is kNotFound with a sentence saying
@@ -373,6 +377,19 @@ class Engine {
   // (D1) Appends the jobs' accept records and waits for their commit; the
   // error to answer them with when it failed.
   std::optional<Error> commit_accepted(std::span<const std::shared_ptr<Job>> jobs);
+  // (D8) The same without waiting: the jobs (admitted, stored, self_ set)
+  // go to the pool from the commit's callback, or end FAILED if it failed.
+  struct PendingRun {
+    std::vector<std::shared_ptr<Job>> jobs;
+    Lane lane = Lane::kDefault;
+  };
+  void commit_async(std::shared_ptr<PendingRun> run);
+  void on_async_commit(PendingRun& run, const Status& st);
+  // (D6) The refusal for a failed commit; logs once per episode, counts n.
+  Error store_error(const Status& st, std::size_t n);
+  void store_ok();
+  // (E1, E3) A task's in-flight slot back, waking a capacity waiter.
+  void release_slot();
   // (D3) A durable job's lifecycle, appended (not waited for).
   void journal_started(const Job& job);
   void journal_retry(const Job& job, Clock::time_point due);

@@ -289,15 +289,9 @@ Writer::Outcome Writer::commit(Group& g) {
   std::string err;
   int rc = step_all(begin_);
   std::int64_t max_id = 0;
-  const std::vector<char> folded = fold(g);  // (W7)
   for (std::size_t i = 0; rc == SQLITE_OK && i < g.writes.size(); ++i) {
-    if (folded[i] != 0) {
-      ++o.delta.records;  // written by its accept's INSERT
-      continue;
-    }
     rc = apply(g.writes[i], o.statuses[i], o.delta, max_id);
   }
-  folds_.clear();
   if (rc == SQLITE_OK && max_id > 0) {
     // (J6) In the accepts' own transaction: the floor is durable with them.
     StmtScope s(next_id_);
@@ -322,52 +316,6 @@ Writer::Outcome Writer::commit(Group& g) {
   o.committed = true;
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
-}
-
-std::vector<char> Writer::fold(Group& g) {
-  std::vector<char> folded(g.writes.size(), 0);
-  folds_.clear();
-  std::unordered_map<std::uint64_t, bool> open;  // accepted (queued) in this group; foldable
-  for (std::size_t i = 0; i < g.writes.size(); ++i) {
-    Write& w = g.writes[i];
-    switch (w.kind) {
-      case Write::Kind::kAccepted:
-        for (const JobRecord& r : w.jobs) {
-          if (r.state == RecordState::kQueued) open[r.id] = true;
-        }
-        break;
-      case Write::Kind::kStarted:
-      case Write::Kind::kEnded: {
-        auto it = open.find(w.id);
-        if (it == open.end() || !it->second) break;
-        Fold& f = folds_[w.id];
-        if (w.kind == Write::Kind::kStarted && !f.ended) {
-          f.started = true;
-          f.attempt = w.attempt;
-        } else if (w.kind == Write::Kind::kEnded && !f.ended && is_final(w.state)) {
-          f.ended = true;
-          f.state = w.state;
-          f.output = std::move(w.output);
-          f.message = w.message;
-          f.ended_unix_ms = w.at_unix_ms;
-        } else {
-          it->second = false;  // not foldable: this and the rest apply in order
-          break;
-        }
-        folded[i] = 1;
-        break;
-      }
-      case Write::Kind::kRetry:
-      case Write::Kind::kRequeued: {
-        auto it = open.find(w.id);
-        if (it != open.end()) it->second = false;
-        break;
-      }
-      case Write::Kind::kExpire:
-        break;
-    }
-  }
-  return folded;
 }
 
 int Writer::state_of(std::uint64_t id, int& state) {
@@ -443,26 +391,7 @@ int Writer::apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id
   if (rc != SQLITE_OK) return rc;
   Delta mine;
   std::int64_t mine_max = 0;
-  for (const JobRecord& accepted : w.jobs) {
-    // (W7) The row as this group's start and end of the job leave it.
-    JobRecord folded_row;
-    const JobRecord* row = &accepted;
-    if (auto f = folds_.find(accepted.id); f != folds_.end()) {
-      folded_row = accepted;
-      if (f->second.started) {
-        folded_row.state = RecordState::kRunning;
-        folded_row.attempt = f->second.attempt;
-      }
-      if (f->second.ended) {
-        folded_row.state = f->second.state;
-        folded_row.output = std::move(f->second.output);
-        folded_row.message = f->second.message;
-        folded_row.ended_unix_ms = f->second.ended_unix_ms;
-        folded_row.attempt_messages.push_back(std::move(f->second.message));
-      }
-      row = &folded_row;
-    }
-    const JobRecord& r = *row;
+  for (const JobRecord& r : w.jobs) {
     rc = insert_job(r);
     if (is_constraint(rc)) {
       own = Status::InvalidArgument(job_text(r.id) + " was not recorded, nor the rest of its " +

@@ -38,15 +38,6 @@
 //       linger at once. A write nobody waits for is durable up to `linger`
 //       later than without it; the engine's lifecycle records tolerate that
 //       (durable.cc, D3: a crash replays the job, at-least-once).
-//  (W7) Folding: a start and an end of a job whose accept (queued) is in
-//       the same transaction, earlier, are not applied as UPDATEs after the
-//       INSERT: the accept's row is inserted as the start and end leave it
-//       (state, attempt, output, message, end time, the end's message in
-//       attempt_messages). The file after the commit is the same; a busy
-//       daemon, whose jobs often start and end within one group, writes one
-//       row per job instead of a row and four statements. Anything else for
-//       that job in the group (a retry, a second end) stops the folding of
-//       its later writes, which then apply in order as usual (W2).
 //
 // The wake is a plain condition variable: the writer waits on work_cv_ with
 // mu_ held until the queue is not empty or stop() was called; append() pushes
@@ -62,7 +53,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "sqlite.h"
@@ -151,19 +141,8 @@ class Writer {
   void account(const Group& g, const Outcome& o) REQUIRES(mu_);
   void prune_failures() REQUIRES(mu_);
 
-  // (W7) What a group's start and end of a job it accepts leave in its row.
-  struct Fold {
-    bool started = false, ended = false;
-    std::uint32_t attempt = 0;
-    RecordState state = RecordState::kQueued;
-    std::string output, message;
-    std::int64_t ended_unix_ms = 0;
-  };
-
   // Writer thread only (W1).
   Outcome commit(Group& g);
-  // (W7) Marks the writes folded into their job's accept; fills folds_.
-  std::vector<char> fold(Group& g);
   int apply(Write& w, Status& own, Delta& d, std::int64_t& max_id);
   int apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id);
   int insert_job(const JobRecord& r);
@@ -182,7 +161,6 @@ class Writer {
   Stmt started_, retry_, ended_, requeued_, next_id_;
   Stmt expire_labels_, expire_messages_, expire_jobs_;
   std::int64_t next_seq_;
-  std::unordered_map<std::uint64_t, Fold> folds_;  // (W1, W7) the current group's
 
   mutable Mutex mu_;
   CondVar work_cv_;     // the writer waits: queue_ not empty, or stopping_

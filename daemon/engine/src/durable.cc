@@ -75,6 +75,7 @@
 #include <functional>
 
 #include "job_task.h"
+#include "record_state.h"
 #include "scheduler.h"
 #include "tpool/engine/engine.h"
 #include "tpool/store/journal.h"
@@ -82,46 +83,6 @@
 namespace tpool::engine {
 
 namespace {
-
-store::RecordState record_state(JobState s) noexcept {
-  switch (s) {
-    case JobState::kSucceeded:
-      return store::RecordState::kSucceeded;
-    case JobState::kFailed:
-      return store::RecordState::kFailed;
-    case JobState::kCancelled:
-      return store::RecordState::kCancelled;
-    case JobState::kTimedOut:
-      return store::RecordState::kTimedOut;
-    case JobState::kRunning:
-      return store::RecordState::kRunning;
-    case JobState::kScheduled:
-      return store::RecordState::kScheduled;
-    case JobState::kQueued:
-      break;
-  }
-  return store::RecordState::kQueued;
-}
-
-JobState job_state(store::RecordState s) noexcept {
-  switch (s) {
-    case store::RecordState::kSucceeded:
-      return JobState::kSucceeded;
-    case store::RecordState::kFailed:
-      return JobState::kFailed;
-    case store::RecordState::kCancelled:
-      return JobState::kCancelled;
-    case store::RecordState::kTimedOut:
-      return JobState::kTimedOut;
-    case store::RecordState::kRunning:
-      return JobState::kRunning;
-    case store::RecordState::kScheduled:
-      return JobState::kScheduled;
-    case store::RecordState::kQueued:
-      break;
-  }
-  return JobState::kQueued;
-}
 
 store::JobRecord accept_record(const Job& job, std::int64_t now_ms) {
   const JobSpec& spec = job.spec();

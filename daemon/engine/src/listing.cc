@@ -15,6 +15,7 @@
 //       checks, sentences and durability.
 #include <algorithm>
 
+#include "record_state.h"
 #include "tpool/engine/engine.h"
 #include "tpool/store/journal.h"
 
@@ -34,18 +35,8 @@ bool matches(const Job& j, const ListFilter& f) {
 }
 
 std::optional<store::RecordState> final_record_state(JobState s) {
-  switch (s) {
-    case JobState::kSucceeded:
-      return store::RecordState::kSucceeded;
-    case JobState::kFailed:
-      return store::RecordState::kFailed;
-    case JobState::kCancelled:
-      return store::RecordState::kCancelled;
-    case JobState::kTimedOut:
-      return store::RecordState::kTimedOut;
-    default:
-      return std::nullopt;
-  }
+  if (!is_final(s)) return std::nullopt;
+  return record_state(s);
 }
 
 }  // namespace

@@ -210,11 +210,7 @@ struct Engine::Admission {
     j->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
     if (j->durable_) {                                                 // (A8, D1)
       if (auto err = e.commit_accepted(std::span<const std::shared_ptr<Job>>(&j, 1))) {
-        out[i] = {{}, std::move(*err)};
-        if (stop_when_full && out[i].error->code == ErrorCode::kExhausted) {
-          specs[i] = std::move(j->spec_);  // (A1) intact for the retry
-          stop = std::min(stop, i);
-        }
+        refuse_built(i, *j, std::move(*err));
         return;
       }
     }
@@ -256,29 +252,7 @@ struct Engine::Admission {
       tasks.push_back(Task{job_task::run, j.get()});
       tokens.push_back(&j->token_);  // (A3)
     }
-    SubmitOptions opts;
-    opts.on_cancel = job_task::cancelled;
-    opts.lane = run_lane;
-    opts.backpressure = Backpressure::kReject;  // (A4)
-    std::size_t accepted = 0;
-    Status why = Status::Full("");  // a batch accepted in part: the rest found no room
-    if (tasks.size() == 1) {
-      opts.cancel = tokens[0];  // (A3)
-      Result<TaskHandle> r = e.pool_.submit(tasks[0], opts);
-      if (r.ok()) {
-        accepted = 1;
-      } else {
-        why = r.status();
-      }
-    } else {
-      opts.cancels = tokens;  // (A3)
-      Result<std::size_t> r = e.pool_.submit_batch(tasks, opts);
-      if (r.ok()) {
-        accepted = r.value();
-      } else {
-        why = r.status();
-      }
-    }
+    const auto [accepted, why] = e.to_pool(tasks, tokens, run_lane);
     settle_run(accepted, why);
   }
 
@@ -300,11 +274,7 @@ struct Engine::Admission {
       j->self_.reset();
       if (j->retained_) e.store_->remove(*j);  // (A6)
       e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
-      out[i] = {{}, e.pool_refused(why)};
-      if (stop_when_full && out[i].error->code == ErrorCode::kExhausted) {
-        specs[i] = std::move(j->spec_);  // (A1) intact for the retry
-        stop = std::min(stop, i);
-      }
+      refuse_built(i, *j, e.pool_refused(why));
     }
     clear_run();
   }
@@ -326,6 +296,17 @@ struct Engine::Admission {
     clear_run();
   }
 
+  // Item i's job was built but is refused with err; refused for room with
+  // stop_when_full, the call stops there and its spec goes back intact (A1).
+  void refuse_built(std::size_t i, Job& j, Error err) {
+    const bool room = err.code == ErrorCode::kExhausted;
+    out[i] = {{}, std::move(err)};
+    if (stop_when_full && room) {
+      specs[i] = std::move(j.spec_);  // (A1) intact for the retry
+      stop = std::min(stop, i);
+    }
+  }
+
   void clear_run() {
     run_dups.clear();
     run.clear();
@@ -344,11 +325,7 @@ struct Engine::Admission {
     for (std::size_t k = 0; k < run.size(); ++k) {
       const std::size_t i = run_index[k];
       e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
-      out[i] = {{}, err};
-      if (stop_when_full && err.code == ErrorCode::kExhausted) {
-        specs[i] = std::move(run[k]->spec_);  // (A1) intact for the retry
-        stop = std::min(stop, i);
-      }
+      refuse_built(i, *run[k], err);
     }
     clear_run();
   }

@@ -209,19 +209,7 @@ void Engine::on_async_commit(PendingRun& run, const Status& st) {
     tasks.push_back(Task{job_task::run, j.get()});
     tokens.push_back(&j->token_);  // (A3)
   }
-  SubmitOptions opts;
-  opts.on_cancel = job_task::cancelled;
-  opts.lane = run.lane;
-  opts.backpressure = Backpressure::kReject;  // (A4)
-  std::size_t accepted = 0;
-  if (tasks.size() == 1) {
-    opts.cancel = tokens[0];
-    accepted = pool_.submit(tasks[0], opts).ok() ? 1 : 0;
-  } else {
-    opts.cancels = tokens;
-    Result<std::size_t> r = pool_.submit_batch(tasks, opts);
-    accepted = r.ok() ? r.value() : 0;
-  }
+  const std::size_t accepted = to_pool(tasks, tokens, run.lane).first;
   for (std::size_t k = accepted; k < run.jobs.size(); ++k) park_committed(run.jobs[k]);  // (D2)
 }
 
@@ -258,11 +246,10 @@ void Engine::park_committed(const std::shared_ptr<Job>& job) {
   }
 }
 
-// (D5) An ended record as a final Job: for Get, Wait and a repeated key.
-std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
+JobSpec Engine::spec_from_record(const store::JobRecord& r) {
   JobSpec spec;
   spec.handler = r.handler;
-  spec.payload = r.payload;  // for Retry (listing.cc, L2)
+  spec.payload = r.payload;  // to run it (D4), or for Retry (listing.cc, L2)
   spec.tag = r.tag;
   spec.idempotency_key = r.idempotency_key;
   spec.labels = r.labels;
@@ -270,10 +257,17 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
                   ? static_cast<LaneChoice>(r.lane)
                   : LaneChoice::kHandlerHint;
   spec.timeout = std::chrono::milliseconds(r.timeout_ms);
-  spec.max_attempts = r.max_attempts;
+  spec.max_attempts = std::max<std::uint32_t>(1, r.max_attempts);
   spec.backoff_base = std::chrono::milliseconds(r.backoff_base_ms);
   spec.backoff_cap = std::chrono::milliseconds(r.backoff_cap_ms);
+  spec.retain = true;
   spec.durable = true;
+  return spec;
+}
+
+// (D5) An ended record as a final Job: for Get, Wait and a repeated key.
+std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
+  JobSpec spec = spec_from_record(r);
   auto job = std::make_shared<Job>(*this, r.id, std::move(spec), host_.find(r.handler),
                                    Lane::kDefault, nullptr);
   job->payload_hash_ =
@@ -335,24 +329,8 @@ std::size_t Engine::recover() {
                              now_ms);
       continue;
     }
-    JobSpec spec;
-    spec.handler = r.handler;
-    spec.payload = r.payload;
-    spec.idempotency_key = r.idempotency_key;
-    spec.labels = r.labels;
-    spec.tag = r.tag;
-    spec.lane = r.lane <= static_cast<std::uint32_t>(LaneChoice::kBlocking)
-                    ? static_cast<LaneChoice>(r.lane)
-                    : LaneChoice::kHandlerHint;
-    spec.timeout = std::chrono::milliseconds(r.timeout_ms);
-    if (r.timeout_ms != 0) {
-      spec.deadline = std::chrono::steady_clock::now() + spec.timeout;
-    }
-    spec.retain = true;
-    spec.durable = true;
-    spec.max_attempts = std::max<std::uint32_t>(1, r.max_attempts);
-    spec.backoff_base = std::chrono::milliseconds(r.backoff_base_ms);
-    spec.backoff_cap = std::chrono::milliseconds(r.backoff_cap_ms);
+    JobSpec spec = spec_from_record(r);
+    if (r.timeout_ms != 0) spec.deadline = std::chrono::steady_clock::now() + spec.timeout;
     std::vector<std::string> history = r.attempt_messages;
     if (r.state == store::RecordState::kRunning) {
       std::string m = "attempt " + std::to_string(r.attempt) +

@@ -163,28 +163,43 @@ struct JobTask {
 };
 
 void Engine::release_slot() {
-  Engine& e = *this;
-  {
-    // (E1, E3) seq_cst: pairs with the registrar's count increment and
-    // in_flight_ load in wait_for_capacity.
-    std::uint64_t left = e.in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
-    if (e.capacity_waiter_count_.load(std::memory_order_seq_cst) != 0) {
-      CapacityWaiter* w = nullptr;
-      {
-        MutexLock lock(e.capacity_mu_);
-        if (!e.capacity_waiters_.empty()) {
-          w = e.capacity_waiters_.front();
-          e.capacity_waiters_.erase(e.capacity_waiters_.begin());
-          e.capacity_waiter_count_.fetch_sub(1, std::memory_order_seq_cst);
-        }
+  // (E1, E3) seq_cst: pairs with the registrar's count increment and
+  // in_flight_ load in wait_for_capacity.
+  std::uint64_t left = in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
+  if (capacity_waiter_count_.load(std::memory_order_seq_cst) != 0) {
+    CapacityWaiter* w = nullptr;
+    {
+      MutexLock lock(capacity_mu_);
+      if (!capacity_waiters_.empty()) {
+        w = capacity_waiters_.front();
+        capacity_waiters_.erase(capacity_waiters_.begin());
+        capacity_waiter_count_.fetch_sub(1, std::memory_order_seq_cst);
       }
-      if (w != nullptr) w->on_capacity();
     }
-    if (left == 0 && e.draining()) {
-      MutexLock lock(e.idle_mu_);
-      e.idle_cv_.notify_all();
-    }
+    if (w != nullptr) w->on_capacity();
   }
+  if (left == 0 && draining()) {
+    MutexLock lock(idle_mu_);
+    idle_cv_.notify_all();
+  }
+}
+
+std::pair<std::size_t, Status> Engine::to_pool(std::span<const Task> tasks,
+                                               std::span<CancelToken* const> tokens, Lane lane) {
+  SubmitOptions opts;
+  opts.on_cancel = job_task::cancelled;
+  opts.lane = lane;
+  opts.backpressure = Backpressure::kReject;  // (A4)
+  if (tasks.size() == 1) {
+    opts.cancel = tokens[0];  // (A3)
+    Result<TaskHandle> r = pool_.submit(tasks[0], opts);
+    return r.ok() ? std::pair{std::size_t{1}, Status::Ok()} : std::pair{std::size_t{0}, r.status()};
+  }
+  opts.cancels = tokens;  // (A3)
+  Result<std::size_t> r = pool_.submit_batch(tasks, opts);
+  if (!r.ok()) return {0, r.status()};
+  // A batch taken in part: the rest found no room.
+  return {r.value(), Status::Full("")};
 }
 
 void job_task::run(void* ctx) {
@@ -335,22 +350,19 @@ Engine::Queued Engine::queue_scheduled(const std::shared_ptr<Job>& job) {
     return Queued::kDropped;
   }
   job->self_ = job;  // (inv 4)
-  SubmitOptions opts;
-  opts.on_cancel = job_task::cancelled;
-  opts.lane = job->lane_;
-  opts.backpressure = Backpressure::kReject;  // (A4) the scheduler's thread never blocks
-  opts.cancel = &job->token_;                 // (A3)
-  Result<TaskHandle> r = pool_.submit(Task{job_task::run, job.get()}, opts);
-  if (r.ok()) return Queued::kQueued;
+  const Task task{job_task::run, job.get()};
+  CancelToken* const token = &job->token_;
+  // (A4) the scheduler's thread never blocks
+  const auto [accepted, why] = to_pool(std::span(&task, 1), std::span(&token, 1), job->lane_);
+  if (accepted == 1) return Queued::kQueued;
   job->self_.reset();
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  if (r.status().code() == StatusCode::kFull &&
-      job->transition(JobState::kQueued, JobState::kScheduled)) {
+  if (why.code() == StatusCode::kFull && job->transition(JobState::kQueued, JobState::kScheduled)) {
     return Queued::kNoRoom;
   }
   // Shut down (or cancelled between the two moves): it ends here.
   job->finish(JobState::kQueued, JobState::kCancelled, {},
-              job->scheduled_message(false) + "; the pool refused it: " + r.status().message());
+              job->scheduled_message(false) + "; the pool refused it: " + why.message());
   return Queued::kDropped;
 }
 

@@ -1,6 +1,7 @@
 // JobService's unary RPCs. Execute and Wait finish from the thread that ends
 // the job; the others answer at once.
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -318,15 +319,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
     // The token is the last id of the previous page, in decimal.
     const std::string& t = req->page_token();
     std::uint64_t v = 0;
-    bool ok = t.size() <= 20;
-    for (char c : t) {
-      if (c < '0' || c > '9' || v > (UINT64_MAX - 9) / 10) {
-        ok = false;
-        break;
-      }
-      v = v * 10 + static_cast<std::uint64_t>(c - '0');
-    }
-    if (!ok) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size()) {
       return finish_now(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                           "page_token '" + t.substr(0, 32) +
                                               "' is not one this server returned; pass a "

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -33,8 +34,9 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
   metrics::Snapshot s;
   if (v.pool != nullptr) s.pool = v.pool->stats();
   std::uint64_t engine_ignored = 0;
+  std::optional<engine::EngineSnapshot> engine_snapshot;  // read once, for jobs and the store
   if (v.engine != nullptr) {
-    const engine::EngineSnapshot e = v.engine->snapshot();
+    const engine::EngineSnapshot& e = engine_snapshot.emplace(v.engine->snapshot());
     engine_ignored = e.ignored_cancellation;
     metrics::JobsSnapshot& j = s.jobs.emplace();
     // Joined by handler name: the engine counts a handler from its first job,
@@ -109,10 +111,9 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
     m.pending = st.pending;
     m.commit_errors = st.commit_errors;
     m.healthy = jn.healthy();
-    if (v.engine != nullptr) {
-      const engine::EngineSnapshot e = v.engine->snapshot();
-      m.replayed = e.replayed;
-      m.refused = e.store_refused;
+    if (engine_snapshot) {
+      m.replayed = engine_snapshot->replayed;
+      m.refused = engine_snapshot->store_refused;
     }
   }
   return s;

@@ -390,6 +390,12 @@ class Engine {
   void store_ok();
   // (E1, E3) A task's in-flight slot back, waking a capacity waiter.
   void release_slot();
+  // Hands jobs' tasks to the pool, each with its own token (A3), never
+  // blocking (A4): how many it took (a prefix), and why not the rest.
+  std::pair<std::size_t, Status> to_pool(std::span<const Task> tasks,
+                                         std::span<CancelToken* const> tokens, Lane lane);
+  // A durable record's request, as admission would have built it (D4, D5).
+  static JobSpec spec_from_record(const store::JobRecord& r);
   // (D3) A durable job's lifecycle, appended (not waited for).
   void journal_started(const Job& job);
   void journal_retry(const Job& job, Clock::time_point due);

@@ -96,6 +96,7 @@ class StmtScope {
   StmtScope(const StmtScope&) = delete;
   StmtScope& operator=(const StmtScope&) = delete;
   Stmt* operator->() noexcept { return &s_; }
+  Stmt& operator*() noexcept { return s_; }
 
  private:
   Stmt& s_;

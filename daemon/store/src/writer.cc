@@ -1,9 +1,12 @@
-// The writer thread and group commit (J2-J5); the rules W1-W5 are in writer.h.
+// The writer thread and group commit (J2-J5); the rules W1-W9 are in writer.h.
 #include "writer.h"
+
+#include <pthread.h>
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 
 namespace tpool::store::detail {
@@ -70,20 +73,29 @@ Status Writer::prepare() {
       {&state_of_, "SELECT state FROM jobs WHERE id = ?1"},
       {&started_, "UPDATE jobs SET state = 3, attempt = ?2 WHERE id = ?1"},
       {&retry_, "UPDATE jobs SET state = ?2, not_before_unix_ms = ?3 WHERE id = ?1"},
+      // (W7) max(): an end without a folded start binds 0 and keeps the attempt.
       {&ended_,
-       "UPDATE jobs SET state = ?2, output = ?3, message = ?4, ended_unix_ms = ?5 WHERE id = ?1"},
+       "UPDATE jobs SET state = ?2, output = ?3, message = ?4, ended_unix_ms = ?5, "
+       "attempt = max(attempt, ?6) WHERE id = ?1"},
+      // (W8) The same, when the job is queued or running.
+      {&started_live_, "UPDATE jobs SET state = 3, attempt = ?2 WHERE id = ?1 AND state IN (1, 3)"},
+      {&ended_live_,
+       "UPDATE jobs SET state = ?2, output = ?3, message = ?4, ended_unix_ms = ?5, "
+       "attempt = max(attempt, ?6) WHERE id = ?1 AND state IN (1, 3)"},
       {&requeued_,
        "UPDATE jobs SET state = 1, attempt = ?2, max_attempts = ?3, output = x'', message = '', "
        "ended_unix_ms = 0 WHERE id = ?1"},
       // (J6) Never decreasing: max() keeps a larger floor already there.
       {&next_id_, "UPDATE meta SET value = max(value, ?1) WHERE key = 'next_id'"},
+      // `state >= 4` (the final states) in the partial index's own words, so
+      // SQLite uses jobs_ended (schema.cc, version 4).
       {&expire_labels_,
        "DELETE FROM labels WHERE job_id IN "
-       "(SELECT id FROM jobs WHERE state IN (4, 5, 6, 7) AND ended_unix_ms <= ?1)"},
+       "(SELECT id FROM jobs WHERE state >= 4 AND ended_unix_ms <= ?1)"},
       {&expire_messages_,
        "DELETE FROM attempt_messages WHERE job_id IN "
-       "(SELECT id FROM jobs WHERE state IN (4, 5, 6, 7) AND ended_unix_ms <= ?1)"},
-      {&expire_jobs_, "DELETE FROM jobs WHERE state IN (4, 5, 6, 7) AND ended_unix_ms <= ?1"},
+       "(SELECT id FROM jobs WHERE state >= 4 AND ended_unix_ms <= ?1)"},
+      {&expire_jobs_, "DELETE FROM jobs WHERE state >= 4 AND ended_unix_ms <= ?1"},
   };
   for (const auto& [stmt, sql] : all) {
     if (stmt->prepare(db_, sql) != SQLITE_OK) {
@@ -97,7 +109,11 @@ Status Writer::prepare() {
 }
 
 void Writer::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    // Named for top, perf and the tests (which watch it sleep: W10's test).
+    pthread_setname_np(pthread_self(), "tpool-journal");
+    run();
+  });
 }
 
 void Writer::stop() {
@@ -112,10 +128,19 @@ void Writer::stop() {
 void Writer::append(Write w) {
   MutexLock lk(mu_);
   w.ticket = next_ticket_++;  // (W2) the order of the lock is the order of the writes (J3)
-  queued_records_ += w.records();
-  if (w.done) ++waited_;  // (W6)
+  const bool was_empty = queue_.empty();
+  const std::size_t w_records = w.records();
+  queued_records_ += w_records;
+  const bool waited = static_cast<bool>(w.done);
+  if (waited) ++waited_;  // (W6)
   queue_.push_back(std::move(w));
-  work_cv_.notify_one();  // under mu_: see the wake in writer.h
+  // Under mu_: see the wake in writer.h. Only a write that can end one of
+  // the writer's waits is worth a wake-up (W9): its wait for work, or the
+  // linger's (waited for, a full group, or a chunk to apply now: W10).
+  const bool chunk = queued_records_ >= kPreApply && queued_records_ - w_records < kPreApply;
+  if ((idle_ && was_empty) || waited || group_records_ + queued_records_ >= max_batch_ || chunk) {
+    work_cv_.notify_one();
+  }
 }
 
 Status Writer::flush() {
@@ -183,19 +208,39 @@ void Writer::inject_failures(int n, bool disk_full) {
 void Writer::run() {
   MutexLock lk(mu_);
   for (;;) {
+    idle_ = true;  // (W9) waiting for work: any append wakes it
     while (queue_.empty() && !stopping_) work_cv_.wait(lk);
+    idle_ = false;
     if (queue_.empty()) return;  // stopping, and everything appended is applied
-    if (linger_.count() > 0) {   // (W6)
+    Group g;
+    Txn t;
+    if (linger_.count() > 0) {  // (W6)
       const auto until = std::chrono::steady_clock::now() + linger_;
-      (void)work_cv_.wait_until(lk, until, [&]() REQUIRES(mu_) {
-        return stopping_ || waited_ > 0 || !flush_waiting_.empty() || queued_records_ >= max_batch_;
-      });
+      for (;;) {
+        if (stopping_ || waited_ > 0 || !flush_waiting_.empty() ||
+            group_records_ + queued_records_ >= max_batch_) {
+          break;
+        }
+        if (queued_records_ >= kPreApply && t.rc == SQLITE_OK) {
+          // (W10) Apply what lingers now, in the open transaction.
+          const std::size_t from = g.writes.size();
+          take(g);
+          lk.unlock();  // (W3) no lock during SQL
+          apply_range(g, from, t);
+          lk.lock();
+          continue;
+        }
+        if (work_cv_.wait_until(lk, until) == std::cv_status::timeout) break;
+      }
     }
-    Group g = take();
+    const std::size_t from = g.writes.size();
+    take(g);
     lk.unlock();  // (W3) no lock during SQL
-    const Outcome o = commit(g);
+    apply_range(g, from, t);
+    const Outcome o = finish(g, t);
     lk.lock();
     account(g, o);
+    group_records_ = 0;
     lk.unlock();  // (J4) nor during callbacks
     for (std::size_t i = 0; i < g.writes.size(); ++i) {
       if (g.writes[i].done) g.writes[i].done(o.statuses[i]);
@@ -208,33 +253,41 @@ void Writer::run() {
   }
 }
 
-Writer::Group Writer::take() {
-  Group g;
-  if (queued_records_ <= max_batch_) {
-    g.writes.swap(queue_);  // the common case: the whole queue, O(1)
-    g.records = queued_records_;
+// Moves the longest prefix of the queue that keeps the group within
+// max_batch records (W2) into g; at least one write when g is empty (an accept
+// larger than max_batch goes alone: it is never split).
+void Writer::take(Group& g) {
+  std::size_t n = 0;
+  std::size_t records = 0;
+  if (g.records + queued_records_ <= max_batch_) {
+    n = queue_.size();  // the common case: the whole queue
+    records = queued_records_;
   } else {
-    // (W2) The longest prefix within max_batch records, and at least one
-    // write (an accept larger than max_batch goes alone: it is never split).
-    std::size_t n = 0;
     while (n < queue_.size()) {
       const std::size_t r = queue_[n].records();
-      if (n > 0 && g.records + r > max_batch_) break;
-      g.records += r;
+      if ((n > 0 || !g.writes.empty()) && g.records + records + r > max_batch_) break;
+      records += r;
       ++n;
     }
-    g.writes.assign(std::make_move_iterator(queue_.begin()),
+  }
+  if (n == queue_.size() && g.writes.empty()) {
+    g.writes.swap(queue_);  // O(1)
+  } else {
+    g.writes.insert(g.writes.end(), std::make_move_iterator(queue_.begin()),
                     std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
   }
-  queued_records_ -= g.records;
-  for (const Write& w : g.writes) waited_ -= w.done ? 1 : 0;  // (W6)
-  if (inject_left_ > 0) {
+  g.records += records;
+  group_records_ = g.records;
+  queued_records_ -= records;
+  for (auto it = g.writes.end() - static_cast<std::ptrdiff_t>(n); it != g.writes.end(); ++it) {
+    waited_ -= it->done ? 1 : 0;  // (W6)
+  }
+  if (inject_left_ > 0 && !g.inject) {
     --inject_left_;
     g.inject = true;
     g.inject_full = inject_full_;
   }
-  return g;
 }
 
 void Writer::account(const Group& g, const Outcome& o) {
@@ -280,22 +333,36 @@ std::string Writer::commit_error(int rc, const std::string& errmsg, std::size_t 
          "the file, its -wal and its directory";
 }
 
-// (J2) One transaction for the whole group; (J5) any error that is not one
-// write's own rolls all of it back and fails every write in it.
-Writer::Outcome Writer::commit(Group& g) {
+// (J2) One transaction for the whole group, opened by its first apply_range
+// (W10: possibly while the writer lingers) and ended by finish(); (J5) any
+// error that is not one write's own rolls all of it back and fails every write
+// in it.
+void Writer::apply_range(Group& g, std::size_t from, Txn& t) {
+  t.statuses.resize(g.writes.size());
+  if (t.rc != SQLITE_OK || from == g.writes.size()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!t.open) {
+    t.rc = step_all(begin_);
+    t.open = t.rc == SQLITE_OK;
+  }
+  fold(g, from);  // (W7)
+  for (std::size_t i = from; t.rc == SQLITE_OK && i < g.writes.size(); ++i) {
+    t.rc = apply(g.writes[i], t.statuses[i], t.delta, t.max_id);
+  }
+  t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Writer::Outcome Writer::finish(Group& g, Txn& t) {
   Outcome o;
+  o.statuses = std::move(t.statuses);
   o.statuses.resize(g.writes.size());
   const auto t0 = std::chrono::steady_clock::now();
   std::string err;
-  int rc = step_all(begin_);
-  std::int64_t max_id = 0;
-  for (std::size_t i = 0; rc == SQLITE_OK && i < g.writes.size(); ++i) {
-    rc = apply(g.writes[i], o.statuses[i], o.delta, max_id);
-  }
-  if (rc == SQLITE_OK && max_id > 0) {
+  int rc = t.rc;
+  if (rc == SQLITE_OK && t.max_id > 0) {
     // (J6) In the accepts' own transaction: the floor is durable with them.
     StmtScope s(next_id_);
-    s->bind(1, max_id + 1);
+    s->bind(1, t.max_id + 1);
     rc = s->step() == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db_.get());
   }
   if (rc == SQLITE_OK && g.inject) {
@@ -310,12 +377,44 @@ Writer::Outcome Writer::commit(Group& g) {
     if (sqlite3_get_autocommit(db_.get()) == 0) step_all(rollback_);
     const Status failed = Status::IoError(commit_error(rc, err, g.writes.size()));
     std::fill(o.statuses.begin(), o.statuses.end(), failed);
-    o.delta = Delta{};
     return o;
   }
   o.committed = true;
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  o.delta = t.delta;
+  o.seconds =
+      t.seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
+}
+
+// (W7) Marks each start in g.writes[from..] whose end follows in that range,
+// with nothing else of its job in between, as folded, and gives its attempt
+// to the end. (A start applied by an earlier range of the group is not
+// folded: it is already applied.)
+void Writer::fold(Group& g, std::size_t from) {
+  const auto lifecycle = [](Write::Kind k) {
+    return k == Write::Kind::kStarted || k == Write::Kind::kRetry || k == Write::Kind::kEnded ||
+           k == Write::Kind::kRequeued;
+  };
+  std::size_t ends = 0;
+  for (std::size_t i = from; i < g.writes.size(); ++i) {
+    ends += g.writes[i].kind == Write::Kind::kEnded ? 1 : 0;
+  }
+  if (ends == 0) return;
+  // From the back: next[id] is the index of the job's next lifecycle write.
+  std::unordered_map<std::uint64_t, std::size_t> next;
+  next.reserve(ends * 2);
+  for (std::size_t i = g.writes.size(); i-- > from;) {
+    Write& w = g.writes[i];
+    if (!lifecycle(w.kind)) continue;
+    if (w.kind == Write::Kind::kStarted) {
+      const auto it = next.find(w.id);
+      if (it != next.end() && g.writes[it->second].kind == Write::Kind::kEnded) {
+        w.folded = true;
+        g.writes[it->second].attempt = w.attempt;
+      }
+    }
+    next[w.id] = i;
+  }
 }
 
 int Writer::state_of(std::uint64_t id, int& state) {
@@ -430,6 +529,21 @@ int Writer::apply(Write& w, Status& own, Delta& d, std::int64_t& max_id) {
     return SQLITE_OK;
   }
 
+  if (w.kind == Write::Kind::kStarted && w.folded) {
+    ++d.records;  // (W7) its end applies it; still a write of the transaction
+    return SQLITE_OK;
+  }
+  if (w.id <= kMaxId &&
+      (w.kind == Write::Kind::kStarted || (w.kind == Write::Kind::kEnded && is_final(w.state)))) {
+    // (W8) The job is queued or running: one UPDATE, no read.
+    StmtScope s(w.kind == Write::Kind::kStarted ? started_live_ : ended_live_);
+    bind_update(*s, w);
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+    if (sqlite3_changes64(db_.get()) == 1)
+      return finish(w, static_cast<int>(RecordState::kQueued),
+                    w.kind == Write::Kind::kStarted ? RecordState::kRunning : w.state, d);
+  }
+
   int from = 0;
   int rc = state_of(w.id, from);
   if (rc != SQLITE_OK) return rc;
@@ -483,33 +597,48 @@ int Writer::apply(Write& w, Status& own, Delta& d, std::int64_t& max_id) {
 
   {
     StmtScope s(*update);
-    s->bind(1, static_cast<std::int64_t>(w.id));
-    switch (w.kind) {
-      case Write::Kind::kStarted:
-        s->bind(2, w.attempt);
-        break;
-      case Write::Kind::kRetry:
-        s->bind(2, static_cast<std::int64_t>(w.state));
-        s->bind(3, w.at_unix_ms);
-        break;
-      case Write::Kind::kEnded:
-        s->bind(2, static_cast<std::int64_t>(w.state));
-        s->bind_blob(3, w.output);
-        s->bind_text(4, w.message);
-        s->bind(5, w.at_unix_ms);
-        break;
-      case Write::Kind::kRequeued:
-        s->bind(2, w.attempt);
-        s->bind(3, w.max_attempts);
-        break;
-      case Write::Kind::kAccepted:
-      case Write::Kind::kExpire:
-        break;
-    }
+    bind_update(*s, w);
     if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
   }
-  if (w.kind == Write::Kind::kRetry || w.kind == Write::Kind::kEnded) {
-    // The attempt's message joins the job's history (J: attempt_messages).
+  return finish(w, from, to, d);
+}
+
+// Binds a start's, retry's, end's or requeue's UPDATE (the general one or
+// its W8 twin: the same parameters).
+void Writer::bind_update(Stmt& s, const Write& w) {
+  s.bind(1, static_cast<std::int64_t>(w.id));
+  switch (w.kind) {
+    case Write::Kind::kStarted:
+      s.bind(2, w.attempt);
+      break;
+    case Write::Kind::kRetry:
+      s.bind(2, static_cast<std::int64_t>(w.state));
+      s.bind(3, w.at_unix_ms);
+      break;
+    case Write::Kind::kEnded:
+      s.bind(2, static_cast<std::int64_t>(w.state));
+      s.bind_blob(3, w.output);
+      s.bind_text(4, w.message);
+      s.bind(5, w.at_unix_ms);
+      s.bind(6, w.attempt);  // (W7) 0 unless a start was folded into it
+      break;
+    case Write::Kind::kRequeued:
+      s.bind(2, w.attempt);
+      s.bind(3, w.max_attempts);
+      break;
+    case Write::Kind::kAccepted:
+    case Write::Kind::kExpire:
+      break;
+  }
+}
+
+// After a lifecycle write's UPDATE: its message into the job's history, its
+// move into the figures.
+int Writer::finish(const Write& w, int from, RecordState to, Delta& d) {
+  // The attempt's message joins the job's history (J: attempt_messages); an
+  // end with none adds nothing (W8). A retry's row is kept even if empty: it
+  // stands for a failed attempt.
+  if (w.kind == Write::Kind::kRetry || (w.kind == Write::Kind::kEnded && !w.message.empty())) {
     StmtScope s(insert_message_);
     s->bind(1, static_cast<std::int64_t>(w.id));
     s->bind_text(2, w.message);

@@ -38,6 +38,40 @@
 //       linger at once. A write nobody waits for is durable up to `linger`
 //       later than without it; the engine's lifecycle records tolerate that
 //       (durable.cc, D3: a crash replays the job, at-least-once).
+//  (W7) Folding: a job's start and its end in one group (the common case: a
+//       short job's two records ride the same commit, W6) are applied as one
+//       UPDATE, the end's, which also sets the start's attempt; the start is
+//       skipped. Only when nothing else of that job (a retry, a requeue,
+//       another start) lies between them in the group. The group is one
+//       transaction, so the file after its commit is the same as with both
+//       applied; the figures too (the start changes neither pending nor
+//       scheduled: running is as pending as queued).
+//  (W8) A start or an end first tries the UPDATE that assumes the job is
+//       queued or running (`... AND state IN (1, 3)`), the common case; only
+//       when it changes no row does the writer read the job's state (unknown,
+//       ended, or scheduled) and take the general path. An end with an empty
+//       message adds no row to attempt_messages (a history entry that says
+//       nothing; the engine's own history of a job has none either).
+//  (W9) append() wakes the writer only when its write can end one of the
+//       writer's waits: the writer waits for work (idle_) and the queue was
+//       empty; or the write is waited for, or fills the group to max_batch,
+//       or brings kPreApply records to apply (the linger's predicate, W10).
+//       stop() and flush() notify for the rest of those predicates. Any other
+//       wake-up would find its wait's predicate still false and sleep again:
+//       a futex call and a context switch per start and end record, during
+//       the linger, on a 2-core machine.
+//  (W10) Applying while lingering: when kPreApply records nobody waits for
+//       are queued during the linger, the writer takes them into the group,
+//       opens the group's transaction (BEGIN) if it is not open yet and
+//       applies them, then lingers on until the same deadline. The waited-for
+//       write that ends the linger then finds the transaction holding the
+//       others' work and pays only for its own and the fsync: a Stream's
+//       accept no longer waits for the previous message's hundred end
+//       records' UPDATEs. Still one transaction per group (J2), in ticket
+//       order (W2), max_batch records at most; an error while applying fails
+//       the whole group as before (J5) and ends the pre-applying. A
+//       CommitSample's seconds count the time spent applying and
+//       committing, not the lingering in between.
 //
 // The wake is a plain condition variable: the writer waits on work_cv_ with
 // mu_ held until the queue is not empty or stop() was called; append() pushes
@@ -68,7 +102,8 @@ struct Write {
   std::uint64_t ticket = 0;     // (W2)
   std::vector<JobRecord> jobs;  // kAccepted
   std::uint64_t id = 0;
-  std::uint32_t attempt = 0;       // kStarted, kRequeued
+  std::uint32_t attempt = 0;       // kStarted, kRequeued; kEnded: its folded start's (W7), or 0
+  bool folded = false;             // kStarted: applied by its end (W7), skipped
   std::uint32_t max_attempts = 0;  // kRequeued
   // kRetry: not_before; kEnded: ended_unix_ms; kExpire: the cutoff (ended at
   // or before it: gone).
@@ -90,6 +125,9 @@ class Writer {
   // fits; a Journal nobody scrapes keeps 4096 x 16 bytes).
   static constexpr std::size_t kMaxSamples = 4096;
   static constexpr std::size_t kMaxFailures = 1024;  // (W4), picked by hand
+  // (W10) Lingering records applied at once when this many are queued:
+  // picked by hand, a few wake-ups per Stream message of 100 jobs.
+  static constexpr std::size_t kPreApply = 32;
 
   // next_seq: one more than the largest seq in the file; pending/scheduled:
   // the counts in it (for stats()).
@@ -131,21 +169,34 @@ class Writer {
     Delta delta;
     double seconds = 0;
   };
+  // The open transaction of a group being applied (W10), writer thread only.
+  struct Txn {
+    bool open = false;             // BEGIN ran
+    int rc = SQLITE_OK;            // the first error that fails the whole group
+    std::vector<Status> statuses;  // one per write applied so far
+    Delta delta;
+    std::int64_t max_id = 0;
+    double seconds = 0;  // spent applying (not lingering)
+  };
   struct Failure {
     std::uint64_t first, last;
     Status status;
   };
 
   void run() EXCLUDES(mu_);
-  Group take() REQUIRES(mu_);
+  void take(Group& g) REQUIRES(mu_);
   void account(const Group& g, const Outcome& o) REQUIRES(mu_);
   void prune_failures() REQUIRES(mu_);
 
   // Writer thread only (W1).
-  Outcome commit(Group& g);
+  void apply_range(Group& g, std::size_t from, Txn& t);  // (W10)
+  Outcome finish(Group& g, Txn& t);
+  static void fold(Group& g, std::size_t from);  // (W7)
   int apply(Write& w, Status& own, Delta& d, std::int64_t& max_id);
   int apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id);
   int insert_job(const JobRecord& r);
+  static void bind_update(Stmt& s, const Write& w);
+  int finish(const Write& w, int from, RecordState to, Delta& d);
   int state_of(std::uint64_t id, int& state);
   std::string commit_error(int rc, const std::string& errmsg, std::size_t writes) const;
 
@@ -159,6 +210,7 @@ class Writer {
   Stmt begin_, commit_, rollback_, savepoint_, release_, rollback_to_;
   Stmt insert_job_, insert_label_, insert_message_, state_of_;
   Stmt started_, retry_, ended_, requeued_, next_id_;
+  Stmt started_live_, ended_live_;  // (W8)
   Stmt expire_labels_, expire_messages_, expire_jobs_;
   std::int64_t next_seq_;
 
@@ -167,7 +219,9 @@ class Writer {
   CondVar flushed_cv_;  // flush() waits: completed_ moved
   std::vector<Write> queue_ GUARDED_BY(mu_);
   std::size_t queued_records_ GUARDED_BY(mu_) = 0;
-  std::size_t waited_ GUARDED_BY(mu_) = 0;  // (W6) queued writes with a Committed callback
+  std::size_t waited_ GUARDED_BY(mu_) = 0;         // (W6) queued writes with a Committed callback
+  bool idle_ GUARDED_BY(mu_) = false;              // (W9) the writer waits for work
+  std::size_t group_records_ GUARDED_BY(mu_) = 0;  // (W10) records taken into the open group
   std::uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
   std::uint64_t completed_ GUARDED_BY(mu_) = 0;  // (W3)
   bool stopping_ GUARDED_BY(mu_) = false;

@@ -129,12 +129,14 @@ TEST(JournalOpen, ANewerSchemaIsAFailedPreconditionAndTheFileIsUnchanged) {
   const auto o = options_for(dir.file("jobs.db"));
   {
     RawDb raw(o.path);
-    raw.exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY); PRAGMA user_version = 4;");
+    raw.exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY); PRAGMA user_version = " +
+             std::to_string(kSchemaVersion + 1) + ";");
   }
   const std::string before = read_file(o.path);
   auto j = Journal::open(o);
   ASSERT_EQ(j.status().code(), StatusCode::kFailedPrecondition) << j.status().to_string();
-  expect_mentions(j.status(), {o.path, "version 4", "newer tpoold", "up to 3"});
+  expect_mentions(j.status(), {o.path, "version " + std::to_string(kSchemaVersion + 1),
+                               "newer tpoold", "up to " + std::to_string(kSchemaVersion)});
   // Not even switched to WAL (which rewrites the header).
   EXPECT_EQ(read_file(o.path), before);
   EXPECT_FALSE(exists(o.path + "-wal"));
@@ -196,21 +198,25 @@ TEST(JournalOpen, AVersion1FileIsMigratedWithItsRowsIntact) {
     // Version 2's history: the one message version 1 kept.
     EXPECT_EQ(ended->attempt_messages, std::vector<std::string>{"it broke"});
     EXPECT_EQ(ended->ended_unix_ms, 2000);
-    // And it is a working version 2 journal.
+    // And it is a working journal of the current version.
     j->append_ended(1, RecordState::kSucceeded, "done", "ok", 3000);
     j->append_accepted({make_job(12)}, {});
     ASSERT_TRUE(j->flush().ok());
     ASSERT_TRUE(j->get(1));
     EXPECT_EQ(j->get(1)->attempt_messages, std::vector<std::string>{"ok"});
-    j->expire(1'000'000);  // both ended jobs, by the version 2 index
+    j->expire(1'000'000);  // both ended jobs, by the version 4 index
     ASSERT_TRUE(j->flush().ok());
     EXPECT_EQ(j->stats().expired, 2u);
     EXPECT_EQ(ids_of(j->list(ListFilter{})), std::vector<std::uint64_t>{12});
   }
   RawDb raw(o.path, SQLITE_OPEN_READONLY);
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), kSchemaVersion);
+  // Version 4 replaced version 2's index of every job with one of the ended.
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_by_state_ended'"),
-            1);
+            0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_ended'"), 1);
+  // Both ended jobs were indexed by it before expire() took them: none left.
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM jobs INDEXED BY jobs_ended WHERE state >= 4"), 0);
 }
 
 // The migration is one transaction: a step that fails leaves version 1.
@@ -221,7 +227,7 @@ TEST(JournalOpen, AFailedMigrationLeavesTheFileAtItsVersion) {
   write_v1_file(o.path, "CREATE INDEX jobs_by_state_ended ON jobs (handler);");
   auto j = Journal::open(o);
   ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
-  expect_mentions(j.status(), {o.path, "version 1 to 3", "step 2", "left at version 1"});
+  expect_mentions(j.status(), {o.path, "version 1 to 4", "step 2", "left at version 1"});
   RawDb raw(o.path, SQLITE_OPEN_READONLY);
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), 1);
   // Step 2 created attempt_messages before it failed; the rollback took it.

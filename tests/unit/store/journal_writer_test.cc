@@ -132,6 +132,81 @@ TEST(JournalWriter, CallbacksRunAfterCommitInAppendOrder) {
   EXPECT_EQ(seen_by_other_connection, want);
 }
 
+// (W6, W9, W10) max_batch records nobody waits for end the linger too: the
+// append that fills the group wakes the writer. First 32 starts are applied
+// while the writer lingers (W10; seen as the write lock it holds), then the
+// writer goes back to its linger (seen as its thread asleep) before the last
+// 8 come; the linger is a minute and the test gives up after 30 s, so it
+// fails when the writer sleeps through the append that fills the group.
+TEST(JournalWriter, AFullBatchEndsTheLingerWithoutAWaitedWrite) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.linger = std::chrono::minutes(1);
+  o.max_batch = 40;
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  std::vector<JobRecord> jobs;
+  for (std::uint64_t id = 1; id <= 40; ++id) jobs.push_back(make_job(id));
+  j->append_accepted(std::move(jobs), {});
+  ASSERT_TRUE(j->flush().ok());
+  const std::uint64_t before = j->stats().commits;
+  WriteLockProbe probe(o.path);
+  for (std::uint64_t id = 1; id <= 32; ++id) j->append_started(id, 1);
+  ASSERT_TRUE(probe.wait_until_locked());
+  ASSERT_TRUE(wait_until_thread_sleeps("tpool-journal"));
+  for (std::uint64_t id = 33; id <= 40; ++id) j->append_started(id, 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (j->stats().commits == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(j->stats().commits, before + 1);
+  EXPECT_EQ(j->get(40)->state, RecordState::kRunning);
+}
+
+// (W10) Records nobody waits for are applied while the writer lingers (its
+// transaction is open: another connection cannot take the write lock), and
+// commit with the waited-for write that ends the linger, in one transaction:
+// a failure of it fails them all.
+TEST(JournalWriter, LingeringRecordsAreAppliedEarlyAndCommitWithTheNextAccept) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.linger = std::chrono::minutes(1);
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  std::vector<JobRecord> jobs;
+  for (std::uint64_t id = 1; id <= 80; ++id) jobs.push_back(make_job(id));
+  j->append_accepted(std::move(jobs), {});
+  ASSERT_TRUE(j->flush().ok());
+  const std::uint64_t before = j->stats().commits;
+
+  WriteLockProbe probe(o.path);
+
+  // 40 starts (more than the 32 that start applying), nobody waits.
+  for (std::uint64_t id = 1; id <= 40; ++id) j->append_started(id, 1);
+  EXPECT_TRUE(probe.wait_until_locked()) << "the lingering starts were not applied early";
+  EXPECT_EQ(j->stats().commits, before);  // applied, not committed
+  EXPECT_EQ(j->get(1)->state, RecordState::kQueued);
+  std::promise<Status> committed;
+  j->append_accepted({make_job(100)}, [&](const Status& st) { committed.set_value(st); });
+  ASSERT_TRUE(committed.get_future().get().ok());
+  EXPECT_EQ(j->stats().commits, before + 1);  // the 40 starts and the accept: one commit
+  EXPECT_EQ(j->get(1)->state, RecordState::kRunning);
+  EXPECT_EQ(j->get(40)->state, RecordState::kRunning);
+  EXPECT_EQ(j->stats().records_committed, 80u + 40u + 1u);
+
+  // The same, failing: the early-applied records go with the group.
+  j->inject_commit_failures_for_testing(1);
+  for (std::uint64_t id = 41; id <= 80; ++id) j->append_started(id, 1);
+  EXPECT_TRUE(probe.wait_until_locked());
+  std::promise<Status> failed;
+  j->append_accepted({make_job(101)}, [&](const Status& st) { failed.set_value(st); });
+  EXPECT_EQ(failed.get_future().get().code(), StatusCode::kIoError);
+  EXPECT_EQ(j->get(41)->state, RecordState::kQueued);
+  EXPECT_EQ(j->get(80)->state, RecordState::kQueued);
+  EXPECT_FALSE(j->get(101));
+  EXPECT_FALSE(probe.locked());
+}
+
 // (J3) An accept, its start and its end queued together are applied in that
 // order in one transaction: the end finds the job and the start before it.
 TEST(JournalWriter, WritesOfOneJobApplyInAppendOrderInOneTransaction) {
@@ -158,6 +233,68 @@ TEST(JournalWriter, WritesOfOneJobApplyInAppendOrderInOneTransaction) {
   EXPECT_EQ(r->attempt_messages, std::vector<std::string>{"done"});
   EXPECT_EQ(r->ended_unix_ms, 1234);
   EXPECT_EQ(j->stats().pending, 1u);  // the gate's job
+}
+
+// (W7) A start folds into its end only with nothing of its job between them;
+// (W8) the one-UPDATE path for queued and running jobs, the general path for
+// a scheduled one, and an end with no message adds no history row.
+TEST(JournalWriter, StartsFoldIntoTheirEndsAndScheduledJobsTakeTheGeneralPath) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  Statuses st(1);
+  j->append_accepted({make_job(7), make_job(8, RecordState::kScheduled), make_job(9),
+                      make_job(10, RecordState::kScheduled)},
+                     st.slot(0));
+  ASSERT_TRUE(j->flush().ok());
+  ASSERT_TRUE(st.at(0).ok());
+  EXPECT_EQ(j->stats().pending, 4u);
+  EXPECT_EQ(j->stats().scheduled, 2u);
+
+  WriterGate gate;
+  gate.hold(*j, 11);
+  // 7: start, retry, start, end: only the second start folds.
+  j->append_started(7, 1);
+  j->append_retry(7, 0, "boom");
+  j->append_started(7, 2);
+  j->append_ended(7, RecordState::kSucceeded, "out", "", 1234);
+  // 8: scheduled, cancelled before it ran.
+  j->append_ended(8, RecordState::kCancelled, "", "cancelled before it ran", 1235);
+  // 9: started, still running.
+  j->append_started(9, 3);
+  // 10: scheduled, then due and started, then ended, in one group.
+  j->append_started(10, 1);
+  j->append_ended(10, RecordState::kFailed, "", "it broke", 1236);
+  gate.open();
+  ASSERT_TRUE(j->flush().ok());
+
+  auto r7 = j->get(7);
+  ASSERT_TRUE(r7);
+  EXPECT_EQ(r7->state, RecordState::kSucceeded);
+  EXPECT_EQ(r7->attempt, 2u);
+  EXPECT_EQ(r7->output, "out");
+  EXPECT_EQ(r7->attempt_messages, std::vector<std::string>{"boom"});
+  auto r8 = j->get(8);
+  ASSERT_TRUE(r8);
+  EXPECT_EQ(r8->state, RecordState::kCancelled);
+  EXPECT_EQ(r8->attempt, 0u);
+  EXPECT_EQ(r8->attempt_messages, std::vector<std::string>{"cancelled before it ran"});
+  auto r9 = j->get(9);
+  ASSERT_TRUE(r9);
+  EXPECT_EQ(r9->state, RecordState::kRunning);
+  EXPECT_EQ(r9->attempt, 3u);
+  auto r10 = j->get(10);
+  ASSERT_TRUE(r10);
+  EXPECT_EQ(r10->state, RecordState::kFailed);
+  EXPECT_EQ(r10->attempt, 1u);
+  EXPECT_EQ(r10->attempt_messages, std::vector<std::string>{"it broke"});
+  // Pending: 9 and the gate's job; scheduled: none left.
+  EXPECT_EQ(j->stats().pending, 2u);
+  EXPECT_EQ(j->stats().scheduled, 0u);
+  j.reset();
+  RawDb raw(o.path);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempt_messages WHERE job_id = 7"), 1);
 }
 
 // (J5) A transaction that fails is rolled back whole, every write in it gets

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tpool/store/journal.h"
@@ -246,6 +248,60 @@ class WriterGate {
   std::condition_variable cv_;
   bool entered_ = false, opened_ = false;
 };
+
+// Whether another connection (the journal's writer) holds the file's write
+// lock, i.e. has a transaction open: BEGIN IMMEDIATE fails busy at once.
+class WriteLockProbe {
+ public:
+  explicit WriteLockProbe(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << "sqlite3_open_v2(" << path << "): " << sqlite3_errmsg(db_);
+    }
+  }
+  ~WriteLockProbe() { sqlite3_close_v2(db_); }
+  WriteLockProbe(const WriteLockProbe&) = delete;
+  WriteLockProbe& operator=(const WriteLockProbe&) = delete;
+  bool locked() {
+    const int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return rc == SQLITE_BUSY;
+  }
+  // Polls (bounded: 30 s) until locked(); false if it never was.
+  bool wait_until_locked() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!locked()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// Polls (bounded: 30 s) until this process's thread named `name` sleeps
+// (state S in /proc/self/task/TID/stat); false if none did. The journal's
+// writer is "tpool-journal": asleep, it waits on its condition variable.
+inline bool wait_until_thread_sleeps(const std::string& name) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::string comm;
+      std::getline(std::ifstream(task.path() / "comm"), comm);
+      if (comm != name) continue;
+      std::string stat;
+      std::getline(std::ifstream(task.path() / "stat"), stat);
+      // "tid (comm) S ...": the state follows the last ')'.
+      const auto paren = stat.rfind(')');
+      if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S') {
+        return true;
+      }
+    }
+    std::this_thread::yield();
+  }
+  return false;
+}
 
 // Collects the Status each callback was given, by slot.
 class Statuses {

@@ -90,7 +90,8 @@ struct JobRecord {
   std::uint64_t tag = 0;  // the client's correlation tag (a Stream's), opaque here
   RecordState state = RecordState::kQueued;
   // When final: the outcome. attempt_messages holds every ended attempt's
-  // message, oldest first (a retried job's history).
+  // message, oldest first (a retried job's history); an end with an empty
+  // message leaves none.
   std::string output;
   std::string message;
   std::vector<std::string> attempt_messages;
@@ -130,7 +131,8 @@ struct JournalStats {
 };
 
 struct CommitSample {
-  double seconds;         // BEGIN to COMMIT returned
+  double seconds;         // the writer's time applying the transaction and committing it
+                          // (BEGIN to COMMIT returned, less any linger in between: writer.h, W10)
   std::uint32_t records;  // writes in the transaction
 };
 
@@ -172,7 +174,7 @@ class Journal {
   // future), attempt's message appended to attempt_messages.
   void append_retry(std::uint64_t id, std::int64_t not_before_unix_ms, std::string message);
   // The job ended: final state, output, message (appended to
-  // attempt_messages too), ended_unix_ms.
+  // attempt_messages too, unless empty: writer.h, W8), ended_unix_ms.
   void append_ended(std::uint64_t id, RecordState final_state, std::string output,
                     std::string message, std::int64_t ended_unix_ms, Committed done = {});
   // A final job made runnable again (Retry of a dead letter): state kQueued,
@@ -218,7 +220,7 @@ class Journal {
 inline constexpr std::uint32_t kIncarnationMask = (std::uint32_t{1} << 23) - 1;
 
 // The schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // The SQL that takes a file from schema version - 1 to version (1: the first
 // schema, from an empty file), for 1 <= version <= kSchemaVersion; empty

@@ -12,9 +12,14 @@
 // removes the -wal file (a read-only connection closing last could not).
 #include "tpool/store/journal.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -49,6 +54,10 @@ std::string_view to_string(RecordState s) noexcept {
 }
 
 struct Journal::Impl {
+  ~Impl() {
+    if (lock_fd >= 0) ::close(lock_fd);  // (J10) releases the flock
+  }
+  int lock_fd = -1;  // (J10) PATH.lock, flock'd exclusively while open
   JournalOptions options;
   std::vector<JobRecord> recovered;
   std::uint64_t next_id_floor = 1;
@@ -70,6 +79,43 @@ std::uint64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 
+// (J10) Takes PATH.lock exclusively (flock, not waiting) and writes this
+// process's pid in it, for the message the next one gets.
+Status lock_store(const std::string& path, int& fd_out) {
+  const std::string lock = path + ".lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    return Status::IoError("the store's lock file " + lock + " cannot be opened: " +
+                           std::strerror(err) + ": make its directory writable by this user, " +
+                           "or set [store] path to a file in another directory");
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (err != EWOULDBLOCK) {
+      return Status::IoError("the store's lock file " + lock +
+                             " cannot be locked: " + std::strerror(err));
+    }
+    return Status::FailedPrecondition(
+        "the store file " + path + " is in use by another process" +
+        (holder.empty() ? std::string() : " (pid " + holder + ")") +
+        ": two tpoold must not share one store (each would replay the other's jobs); stop "
+        "the other one, or give this one its own [store] path");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // Only the message a second process gets would lack the pid: go on.
+  }
+  fd_out = fd;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options) {
@@ -83,6 +129,10 @@ Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options) {
   impl->options = std::move(options);
   const std::string& path = impl->options.path;
 
+  // (J10) The directory's checks come first (their messages say more than a
+  // failed lock would), then the lock, then anything that writes.
+  if (Status s = detail::check_directory(path); !s.ok()) return s;
+  if (Status s = lock_store(path, impl->lock_fd); !s.ok()) return s;
   auto wdb = detail::open_write_connection(path);
   if (!wdb.ok()) return wdb.status();
   detail::Db db = std::move(wdb).value();

@@ -137,6 +137,8 @@ std::string uid_text() {
   return std::to_string(static_cast<unsigned long>(geteuid()));
 }
 
+}  // namespace
+
 Status check_directory(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
@@ -164,6 +166,8 @@ Status check_directory(const std::string& path) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 // The first row of a one-column pragma as text ("ok", "wal").
 int pragma_text(const Db& db, const char* pragma, std::string& out) {

@@ -24,6 +24,11 @@ inline constexpr const char* kJobColumns =
 // a start-up visibly.
 inline constexpr int kBusyTimeoutMs = 5000;
 
+// The directory of the file at path exists, is a directory and is writable
+// (SQLite creates the -wal and -shm there), and the file, if it exists, is
+// readable and writable; IoError saying what to do otherwise.
+Status check_directory(const std::string& path);
+
 // The write connection: checks that the directory is writable, that the file
 // is a database (PRAGMA quick_check) of a version this build knows, sets WAL
 // and synchronous=FULL and migrates the schema to kSchemaVersion in one

@@ -291,5 +291,20 @@ TEST_F(DurableKill, AStoreTpooldCannotUseStopsTheStartWithTheFileAndWhatToDo) {
   EXPECT_NE(log_.find((dir_ / "missing").string()), std::string::npos) << log_;
 }
 
+// (J10) A second tpoold on a store in use stops at start, naming the first
+// one's pid; the first keeps serving.
+TEST_F(DurableKill, ASecondTpooldOnAStoreInUseStopsAtStartNamingTheFirst) {
+  start();
+  start_expecting_failure();
+  EXPECT_NE(log_.find("cannot open the job store"), std::string::npos) << log_;
+  EXPECT_NE(log_.find("in use by another process (pid " + std::to_string(daemon_->pid()) + ")"),
+            std::string::npos)
+      << log_;
+  EXPECT_NE(log_.find(store_path()), std::string::npos) << log_;
+  std::vector<std::uint64_t> acked(kPerMessage, 0);
+  EXPECT_EQ(submit_batches(0, kPerMessage, acked), kPerMessage);
+  for (std::uint64_t id : acked) EXPECT_NE(id, 0u);
+}
+
 }  // namespace
 }  // namespace tpool::testing

@@ -235,6 +235,27 @@ TEST(JournalOpen, AFailedMigrationLeavesTheFileAtItsVersion) {
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM jobs"), 2);
 }
 
+// (J10) One open at a time: a second open of the same store is refused with
+// the holder's pid and what to do, and succeeds once the first is closed.
+TEST(JournalOpen, ASecondOpenOfAStoreInUseIsRefusedNamingTheHolder) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  auto first = open_ok(o);
+  ASSERT_TRUE(first);
+  first->append_accepted({make_job(1)}, {});
+  ASSERT_TRUE(first->flush().ok());
+  const std::string before = read_file(o.path);
+  auto second = Journal::open(o);
+  ASSERT_EQ(second.status().code(), StatusCode::kFailedPrecondition) << second.status().to_string();
+  expect_mentions(second.status(), {o.path, "in use by another process",
+                                    "pid " + std::to_string(::getpid()), "[store] path"});
+  EXPECT_EQ(read_file(o.path), before);  // the refused open wrote nothing
+  first.reset();
+  auto third = open_ok(o);  // the lock went with the first
+  ASSERT_TRUE(third);
+  ASSERT_EQ(third->recovered().size(), 1u);
+}
+
 TEST(JournalOpen, SchemaStepsExistForEveryVersionOnly) {
   for (int v = 1; v <= kSchemaVersion; ++v) EXPECT_FALSE(schema_step_sql(v).empty()) << v;
   EXPECT_TRUE(schema_step_sql(0).empty());

@@ -41,6 +41,13 @@
 //       wrapping, never 0) and commits it before returning, so two opens of one file never share
 //       one, whether or not the first accepted a job. The engine puts it in the top bits of its job
 //       ids (engine.h, JobId): ids are unique across restarts.
+//  (J10) One process at a time: open() takes an exclusive flock on PATH.lock
+//       (created beside the file, holding the pid) before it writes anything,
+//       and the Journal holds it until destroyed. A second open of the same
+//       path, from this process or another, is refused (kFailedPrecondition,
+//       naming the holder's pid): two daemons on one store would each replay
+//       the other's pending jobs. The kernel drops the lock when the process
+//       dies, so a crash never leaves the store locked.
 #pragma once
 
 #include <chrono>
@@ -147,8 +154,9 @@ class Journal {
   // database or failing PRAGMA quick_check (kCorruption: integrity_check
   // less its index-against-table cross-check, which would make every start
   // O(rows x indexes); schema.cc); a schema
-  // version newer than this build knows (kFailedPrecondition). It never
-  // starts fresh over a file it cannot read.
+  // version newer than this build knows (kFailedPrecondition); the store in
+  // use by another open (kFailedPrecondition, J10). It never starts fresh
+  // over a file it cannot read.
   static Result<std::unique_ptr<Journal>> open(JournalOptions options);
 
   ~Journal();  // flushes what is queued, stops the writer, closes

@@ -33,8 +33,8 @@ using tpool::store::RecordState;
 
 std::filesystem::path make_dir() {
   const char* tmp = getenv("TMPDIR");
-  std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                      "/bench_store.XXXXXX";
+  std::string templ =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/bench_store.XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) {
     std::perror("bench_store: mkdtemp");
     std::exit(1);
@@ -112,7 +112,12 @@ void BM_DurableJobs(benchmark::State& state) {
   journal.reset();
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_DurableJobs)->Arg(1)->Arg(100)->Arg(1000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DurableJobs)
+    ->Arg(1)
+    ->Arg(100)
+    ->Arg(1000)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

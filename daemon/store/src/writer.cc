@@ -85,8 +85,12 @@ Status Writer::prepare() {
       {&requeued_,
        "UPDATE jobs SET state = 1, attempt = ?2, max_attempts = ?3, output = x'', message = '', "
        "ended_unix_ms = 0 WHERE id = ?1"},
-      // (J6) Never decreasing: max() keeps a larger floor already there.
-      {&next_id_, "UPDATE meta SET value = max(value, ?1) WHERE key = 'next_id'"},
+      // (J6) Never decreasing: max() keeps a larger floor already there. Run
+      // by expire() before it deletes: rows leave the table only there, so
+      // the floor open() computes (this, or the largest id + 1) never falls.
+      {&next_id_,
+       "UPDATE meta SET value = max(value, coalesce((SELECT max(id) FROM jobs), 0) + 1) "
+       "WHERE key = 'next_id'"},
       // `state >= 4` (the final states) in the partial index's own words, so
       // SQLite uses jobs_ended (schema.cc, version 4).
       {&expire_labels_,
@@ -347,7 +351,7 @@ void Writer::apply_range(Group& g, std::size_t from, Txn& t) {
   }
   fold(g, from);  // (W7)
   for (std::size_t i = from; t.rc == SQLITE_OK && i < g.writes.size(); ++i) {
-    t.rc = apply(g.writes[i], t.statuses[i], t.delta, t.max_id);
+    t.rc = apply(g.writes[i], t.statuses[i], t.delta);
   }
   t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -359,12 +363,6 @@ Writer::Outcome Writer::finish(Group& g, Txn& t) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string err;
   int rc = t.rc;
-  if (rc == SQLITE_OK && t.max_id > 0) {
-    // (J6) In the accepts' own transaction: the floor is durable with them.
-    StmtScope s(next_id_);
-    s->bind(1, t.max_id + 1);
-    rc = s->step() == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db_.get());
-  }
   if (rc == SQLITE_OK && g.inject) {
     rc = g.inject_full ? SQLITE_FULL : SQLITE_IOERR;
     err = "injected by inject_commit_failures_for_testing";
@@ -471,7 +469,7 @@ int Writer::insert_job(const JobRecord& r) {
   return SQLITE_OK;
 }
 
-int Writer::apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id) {
+int Writer::apply_accepted(Write& w, Status& own, Delta& d) {
   for (const JobRecord& r : w.jobs) {
     if (r.id == 0 || r.id > kMaxId) {
       own = Status::InvalidArgument(job_text(r.id) + " was not recorded: a journal id is 1 to " +
@@ -489,7 +487,6 @@ int Writer::apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id
   int rc = step_all(savepoint_);
   if (rc != SQLITE_OK) return rc;
   Delta mine;
-  std::int64_t mine_max = 0;
   for (const JobRecord& r : w.jobs) {
     rc = insert_job(r);
     if (is_constraint(rc)) {
@@ -502,20 +499,22 @@ int Writer::apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id
     if (rc != SQLITE_OK) return rc;  // the whole transaction goes
     mine.move(0, r.state);
     ++mine.records;
-    mine_max = std::max(mine_max, static_cast<std::int64_t>(r.id));
   }
   rc = step_all(release_);
   if (rc != SQLITE_OK) return rc;
   d.add(mine);
-  max_id = std::max(max_id, mine_max);
   return SQLITE_OK;
 }
 
 // SQLITE_OK, or an error that fails the whole transaction. A write refused on
 // its own (an unknown id, an end after an end) sets `own` and changes nothing.
-int Writer::apply(Write& w, Status& own, Delta& d, std::int64_t& max_id) {
-  if (w.kind == Write::Kind::kAccepted) return apply_accepted(w, own, d, max_id);
+int Writer::apply(Write& w, Status& own, Delta& d) {
+  if (w.kind == Write::Kind::kAccepted) return apply_accepted(w, own, d);
   if (w.kind == Write::Kind::kExpire) {
+    {
+      StmtScope floor(next_id_);  // (J6) before any row goes
+      if (floor->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+    }
     for (Stmt* s : {&expire_labels_, &expire_messages_}) {
       StmtScope del(*s);
       del->bind(1, w.at_unix_ms);

@@ -175,7 +175,6 @@ class Writer {
     int rc = SQLITE_OK;            // the first error that fails the whole group
     std::vector<Status> statuses;  // one per write applied so far
     Delta delta;
-    std::int64_t max_id = 0;
     double seconds = 0;  // spent applying (not lingering)
   };
   struct Failure {
@@ -192,8 +191,8 @@ class Writer {
   void apply_range(Group& g, std::size_t from, Txn& t);  // (W10)
   Outcome finish(Group& g, Txn& t);
   static void fold(Group& g, std::size_t from);  // (W7)
-  int apply(Write& w, Status& own, Delta& d, std::int64_t& max_id);
-  int apply_accepted(Write& w, Status& own, Delta& d, std::int64_t& max_id);
+  int apply(Write& w, Status& own, Delta& d);
+  int apply_accepted(Write& w, Status& own, Delta& d);
   int insert_job(const JobRecord& r);
   static void bind_update(Stmt& s, const Write& w);
   int finish(const Write& w, int from, RecordState to, Delta& d);

@@ -29,8 +29,11 @@
 //       says so). The journal stays usable: the next group tries again.
 //       healthy() is false from a failed commit until a commit succeeds.
 //  (J6) Ids: next_id_floor() is one more than the largest id ever
-//       appended (persisted with each accept), so ids handed out after a
-//       restart never repeat one from before, even of a job since deleted.
+//       appended, so ids handed out after a restart never repeat one from
+//       before, even of a job since deleted. open() takes the larger of the
+//       largest id in the file + 1 and meta's floor, which expire() raises to
+//       that in its own transaction before it deletes a row (rows leave only
+//       there): no accept pays for a write of the floor.
 //  (J7) Recovery: open() reads the pending jobs (accepted, not ended: states
 //       kQueued, kScheduled, kRunning) in acceptance order (the order their
 //       accepts were applied), for the engine to replay.

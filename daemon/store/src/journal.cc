@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <utility>
 
@@ -119,6 +120,11 @@ Status lock_store(const std::string& path, int& fd_out) {
 }  // namespace
 
 Result<std::unique_ptr<Journal>> Journal::open(JournalOptions options) {
+  // SQLite's memory statistics take a global mutex on every allocation; the
+  // journal never reads them. Settable only before SQLite initializes: a
+  // process that used SQLite first keeps them (SQLITE_MISUSE, ignored).
+  static std::once_flag no_memstatus;
+  std::call_once(no_memstatus, [] { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   if (options.path.empty()) {
     return Status::InvalidArgument("the store path is empty: set [store] path to a file");
   }

@@ -88,9 +88,12 @@ Status Writer::prepare() {
       // (J6) Never decreasing: max() keeps a larger floor already there. Run
       // by expire() before it deletes: rows leave the table only there, so
       // the floor open() computes (this, or the largest id + 1) never falls.
+      // Only when it rises, so an idle daemon's expire() writes (and
+      // fsyncs) nothing. (SQLite skips an overwrite with identical content
+      // anyway; the WHERE says it here rather than relying on that.)
       {&next_id_,
-       "UPDATE meta SET value = max(value, coalesce((SELECT max(id) FROM jobs), 0) + 1) "
-       "WHERE key = 'next_id'"},
+       "UPDATE meta SET value = coalesce((SELECT max(id) FROM jobs), 0) + 1 "
+       "WHERE key = 'next_id' AND value < coalesce((SELECT max(id) FROM jobs), 0) + 1"},
       // `state >= 4` (the final states) in the partial index's own words, so
       // SQLite uses jobs_ended (schema.cc, version 4).
       {&expire_labels_,

@@ -240,6 +240,31 @@ TEST(JournalRecords, ExpireDeletesEndedJobsPastRetentionWithTheirRows) {
   EXPECT_EQ(j->stats().expired, 2u);
 }
 
+// An expire() with nothing to delete writes nothing: the -wal file does not
+// grow (an idle daemon's sweep every second costs no fsync'd page). The
+// control: an expire() that deletes does make it grow.
+TEST(JournalRecords, AnExpireWithNothingToDeleteWritesNothing) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.retention = std::chrono::milliseconds(1000);
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  j->append_accepted({make_job(1), make_job(2)}, {});
+  j->append_ended(1, RecordState::kSucceeded, "o", "m", 1000);
+  j->expire(1500);  // the first one raises the id floor (J6): one page
+  ASSERT_TRUE(j->flush().ok());
+  const auto wal_size = [&] { return std::filesystem::file_size(o.path + "-wal"); };
+  const auto before = wal_size();
+  for (int i = 0; i < 3; ++i) j->expire(1500);  // job 1 is not due before 2000
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_EQ(wal_size(), before);
+  EXPECT_TRUE(j->get(1));
+  j->expire(2000);
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_FALSE(j->get(1));
+  EXPECT_GT(wal_size(), before);
+}
+
 TEST(JournalRecords, IdsFloorOutlivesDeletedJobsAndRestarts) {
   TempDir dir;
   const auto o = options_for(dir.file("jobs.db"));

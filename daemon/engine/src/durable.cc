@@ -273,6 +273,10 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
   job->payload_hash_ =
       r.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(std::string_view(r.payload));
   job->counters_ = &counters_for(r.handler);
+  job->recorded_accepted_unix_ms_ = r.accepted_unix_ms;
+  // It neither waited nor ran in this process: its wait and run times are 0
+  // (the journal keeps when it was accepted and ended, not how long it ran).
+  job->finished_ns_.store(job->accepted_.time_since_epoch().count(), std::memory_order_relaxed);
   job->attempt_.store(r.attempt, std::memory_order_relaxed);
   {
     MutexLock lock(job->mu_);
@@ -349,6 +353,7 @@ std::size_t Engine::recover() {
     job->counters_ = &counters_for(r.handler);
     job->retained_ = true;
     job->durable_ = true;
+    job->recorded_accepted_unix_ms_ = r.accepted_unix_ms;
     job->attempt_.store(r.attempt, std::memory_order_relaxed);
     {
       MutexLock lock(job->mu_);

@@ -157,6 +157,10 @@ std::string Job::unstarted_message(bool deadline) const {
 }
 
 std::chrono::system_clock::time_point Job::accepted_wall() const noexcept {
+  if (recorded_accepted_unix_ms_ != 0) {  // from the journal: its own time, not this process's
+    return std::chrono::system_clock::time_point(
+        std::chrono::milliseconds(recorded_accepted_unix_ms_));
+  }
   auto age = Clock::now() - accepted_;
   return std::chrono::system_clock::now() -
          std::chrono::duration_cast<std::chrono::system_clock::duration>(age);

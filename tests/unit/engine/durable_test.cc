@@ -195,6 +195,9 @@ TEST_F(Durable, ACrashedRunsJobsReplayInAcceptanceOrderAndRunAgain) {
     return std::all_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->final(); });
   }));
   EXPECT_EQ(jobs[0]->output(), "ok on attempt 1");
+  // Replayed under their first acceptance's time, not the restart's.
+  EXPECT_EQ(jobs[0]->accepted_wall(), std::chrono::system_clock::time_point(
+                                          std::chrono::milliseconds(recs[0].accepted_unix_ms)));
   // The interrupted one runs again as attempt 2 (D4: at-least-once, its
   // handler sees the higher number), with the interruption in its history.
   EXPECT_EQ(jobs[1]->output(), "ok on attempt 2");
@@ -233,6 +236,14 @@ TEST_F(Durable, ResultsAndKeysSurviveARestartAndIdsDoNotRepeat) {
   ASSERT_TRUE(f.ok()) << f.error->message;
   EXPECT_EQ(f.value->state(), JobState::kSucceeded);
   EXPECT_EQ(f.value->output(), "once");
+  // Its acceptance time is the journal's (before the restart), and it
+  // neither waited nor ran in this process.
+  std::optional<JobRecord> rec = record(c.id);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(f.value->accepted_wall(), std::chrono::system_clock::time_point(
+                                          std::chrono::milliseconds(rec->accepted_unix_ms)));
+  EXPECT_EQ(f.value->wait_time().count(), 0);
+  EXPECT_EQ(f.value->run_time().count(), 0);
   // The client retries after the crash with the same key: the first
   // result, and the handler does not run again.
   JobSpec again = durable("echo", "once");

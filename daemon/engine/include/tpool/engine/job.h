@@ -215,6 +215,10 @@ class Job final : public plugin_host::JobServices {
   CancelToken token_;
   std::atomic<JobState> state_{JobState::kQueued};
   const Clock::time_point accepted_ = Clock::now();
+  // A job rebuilt from a journal record (durable.cc, D4 replay, D5 an ended
+  // record): when it was first accepted, wall-clock ms; 0 = accepted_ is.
+  // Written before the job is shared, read-only after.
+  std::int64_t recorded_accepted_unix_ms_ = 0;
   std::atomic<std::int64_t> started_ns_{0};   // relaxed: a timing figure only
   std::atomic<std::int64_t> finished_ns_{0};  // relaxed: a timing figure only
   std::string output_;                        // (inv 2)

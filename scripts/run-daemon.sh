@@ -30,18 +30,33 @@ for ((i = 1; i <= $#; i++)); do
   if [[ "${!i}" == --listen=* ]]; then listen=${!i#--listen=}; fi
 done
 
+# The sample config plus a job store in the build directory, so durable jobs
+# (submit --durable) work and survive a restart of `make run`.
+state="$build/run"
+mkdir -p "$state"
+run_config="$state/tpoold.toml"
+{
+  cat "$config"
+  printf '\n# Added by scripts/run-daemon.sh: the durable job store (docs/store.md).\n'
+  printf '[store]\npath = "%s/jobs.db"\n' "$(cd "$state" && pwd)"
+} >"$run_config"
+config="$run_config"
+
 "$tpoold" --check-config "$config" --plugin-dir "$plugins" >/dev/null
 
 ctl="$build/client/tpoolctl"
 [[ -x "$ctl" ]] || ctl=tpoolctl
 cat <<MSG
 run-daemon: starting tpoold on $listen with the plugins of $plugins
-run-daemon: config $config (sample; docs/configuration.md lists every key)
+run-daemon: config $config (the sample daemon/server/tpoold.toml.example and a job store in
+  $state; docs/configuration.md lists every key)
 run-daemon: send it a job from another terminal:
     $ctl --address $listen execute echo 'hello'
     $ctl --address $listen execute hash '1000:some bytes'
     $ctl --address $listen execute fanout '4 echo hi'
     id=\$($ctl --address $listen submit sleep 2000) && $ctl --address $listen wait "\$id"
+    id=\$($ctl --address $listen submit echo 'kept on disk' --durable) && $ctl --address $listen wait "\$id"
+    $ctl --address $listen jobs
     $ctl --address $listen handlers
     $ctl --address $listen stats
   or with grpcurl (server reflection is on):

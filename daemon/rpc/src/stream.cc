@@ -61,6 +61,16 @@
 //       (kFinished) from kInputClosed once every job has reported and every
 //       result is written, or from kGone once every job has reported; never
 //       while a read, a write or a capacity wait is outstanding.
+//  (S10) Every item is answered with its own tag. An item deduplicated to a
+//       job (its idempotency key) is answered by that job's result, which
+//       carries the tag of the request that made the job: an ended job's
+//       result is re-tagged where it is built (pump_locked); for a job still
+//       running, the item's tag waits in dedup_tags_ under the job's id, and
+//       drain_ended gives each result of that job one of them until none is
+//       left. The job reports once per waiter this stream added (its first
+//       request, if it came from this stream, and each deduplicated item), so
+//       every tag goes out exactly once, whichever result takes which: they
+//       are all the same job's.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -69,6 +79,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "convert.h"
@@ -338,10 +349,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
         } else if (r.value.will_notify) {
           ++in_flight_;
           refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) the job's; job_done drops it
+          if (r.value.deduplicated) {  // (S10) its result will carry this item's tag
+            dedup_tags_.emplace(r.value.job->id(),
+                                in_.jobs(next_item_ + static_cast<int>(k)).tag());
+          }
         } else {  // a deduplicated job that had already ended
           auto res = std::make_unique<tpool::v1::JobResult>();
           fill_result(*r.value.job, svc_.replica(), *res);
-          fit_result(*res, svc_.limits().max_message_bytes);  // (S6)
+          res->set_tag(in_.jobs(next_item_ + static_cast<int>(k)).tag());  // (S10)
+          fit_result(*res, svc_.limits().max_message_bytes);               // (S6)
           add_pending_locked(std::move(res));
         }
         r = {};
@@ -482,6 +498,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       const bool keep = !client_gone(state_);  // else nobody reads them
       while (in_order != nullptr) {
+        if (!dedup_tags_.empty()) {  // (S10) a deduplicated item's own tag
+          const auto it = dedup_tags_.find(in_order->result->job_id());
+          if (it != dedup_tags_.end()) {
+            in_order->result->set_tag(it->second);
+            in_order->bytes = batch_entry_bytes(*in_order->result);
+            dedup_tags_.erase(it);
+          }
+        }
         if (keep) {
           buffer_locked(in_order->bytes);  // (S8)
           pending_.push_back({std::move(in_order->result), in_order->bytes});
@@ -534,6 +558,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // every item of this call (access.h).
   const Admission admission_;
   std::atomic<Ended*> ended_{nullptr};  // (S5) a Treiber stack, drained whole
+  // (S10) job id -> the tag of an item deduplicated to it, one per item.
+  std::unordered_multimap<std::uint64_t, std::uint64_t> dedup_tags_ GUARDED_BY(mu_);
   std::atomic<bool> cancelled_{false};  // the jobs' group cancel flag
   std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone
   grpc::ByteBuffer in_bytes_;           // (S2) the read's target

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -192,6 +193,48 @@ TEST(Stream, BadItemsAreAnsweredInBandAndTheRestRun) {
   EXPECT_EQ(by_tag[3].code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(by_tag[4].state(), tpool::v1::JOB_STATE_FAILED);
   EXPECT_EQ(by_tag[5].output(), "e");
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// (S10) Items deduplicated by their idempotency key are answered with their
+// own tags: two in one message (the job running or already ended when the
+// second is admitted), and one in a later message, after the job ended.
+TEST(Stream, DeduplicatedItemsAreAnsweredWithTheirOwnTags) {
+  DaemonProcess d("[metrics]\nenabled = false\n");
+  ASSERT_TRUE(d.started()) << d.log();
+  grpc::ClientContext ctx;
+  auto stream = d.jobs().Stream(&ctx);
+  const auto keyed = [](const char* handler, const char* payload, std::uint64_t tag) {
+    tpool::v1::JobRequest r = job(handler, payload, tag);
+    r.set_idempotency_key("same-key");
+    return r;
+  };
+  tpool::v1::JobBatch first;
+  *first.add_jobs() = keyed("sleep", "200", 11);
+  *first.add_jobs() = keyed("sleep", "200", 12);  // the job still runs: it waits for its end
+  *first.add_jobs() = keyed("sleep", "200", 13);
+  ASSERT_TRUE(stream->Write(first));
+  std::map<std::uint64_t, tpool::v1::JobResult> by_tag;
+  tpool::v1::ResultBatch rb;
+  while (by_tag.size() < 3 && stream->Read(&rb)) {
+    for (const auto& r : rb.results()) by_tag[r.tag()] = r;
+  }
+  tpool::v1::JobBatch second;
+  *second.add_jobs() = keyed("sleep", "200", 14);  // the job has ended: answered at once
+  ASSERT_TRUE(stream->Write(second));
+  stream->WritesDone();
+  while (stream->Read(&rb)) {
+    for (const auto& r : rb.results()) by_tag[r.tag()] = r;
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(by_tag.size(), 4u);
+  const std::uint64_t id = by_tag[11].job_id();
+  EXPECT_NE(id, 0u);
+  for (std::uint64_t tag : {11u, 12u, 13u, 14u}) {
+    ASSERT_TRUE(by_tag.count(tag)) << "no result for tag " << tag;
+    EXPECT_EQ(by_tag[tag].job_id(), id) << tag;
+    EXPECT_EQ(by_tag[tag].state(), tpool::v1::JOB_STATE_SUCCEEDED) << tag;
+  }
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 

@@ -356,6 +356,13 @@ void run_job(tpool_job& job) {
           "exceptions and return a status)";
     }
   }
+  // Free before the result goes out (W1): the daemon may send the next job
+  // as soon as it has read this result.
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.job = nullptr;
+    state.job_started = false;
+  }
   try {
     send_frame(wire::Type::kResult, job.id, [&](wire::FrameWriter& w) {
       w.i32(status)
@@ -381,13 +388,8 @@ void handler_thread() {
       job = state.job;
     }
     current_job.store(job->id, std::memory_order_relaxed);
-    run_job(*job);
+    run_job(*job);  // frees the slot (state.job) before it sends the result
     current_job.store(0, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(state.mu);
-      state.job = nullptr;
-      state.job_started = false;
-    }
     delete job;
   }
 }

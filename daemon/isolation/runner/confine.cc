@@ -57,6 +57,21 @@ constexpr const char* kAllowed[] = {
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "restart_syscall", "exit",
     "exit_group"};
 
+// libseccomp's SCMP_A0() macros are C compound literals; the same in C++.
+// An int argument is compared on its low 32 bits (the upper half of the
+// register is not guaranteed to be zero).
+scmp_arg_cmp masked(unsigned arg, scmp_datum_t mask, scmp_datum_t value) {
+  scmp_arg_cmp c{};
+  c.arg = arg;
+  c.op = SCMP_CMP_MASKED_EQ;
+  c.datum_a = mask;
+  c.datum_b = value;
+  return c;
+}
+scmp_arg_cmp int_eq(unsigned arg, scmp_datum_t value) {
+  return masked(arg, 0xffffffffu, value);
+}
+
 }  // namespace
 
 std::string confine_early(long daemon_pid, const Limits& limits) {
@@ -108,15 +123,15 @@ std::string install_seccomp(const std::vector<std::string>& extra) {
   // flags in memory a filter cannot read, so it answers ENOSYS and glibc
   // falls back to clone. fork and vfork are not allowed.
   ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-                     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+                     masked(0, CLONE_THREAD, CLONE_THREAD));
   ::seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   // Signals to itself only (raise, abort, pthread_kill).
   ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-                     SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid())));
+                     int_eq(0, static_cast<scmp_datum_t>(::getpid())));
   // isatty() (stdio's buffering choice) and naming threads.
-  ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, TCGETS));
-  ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME));
-  ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_GET_NAME));
+  ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, int_eq(1, TCGETS));
+  ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, int_eq(0, PR_SET_NAME));
+  ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, int_eq(0, PR_GET_NAME));
   for (const auto& name : extra) allow(name.c_str(), true);
   if (err.empty() && ::seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) != 0) {
     err = "seccomp: cannot apply the filter to every thread (TSYNC)";

@@ -478,6 +478,9 @@ int main(int argc, char** argv) {
   // One arena: a second thread's malloc arena would reserve 64 MiB of
   // address space at once, counted against RLIMIT_AS.
   ::mallopt(M_ARENA_MAX, 1);
+  // Only stdin/out/err and the channel: whatever else the daemon had open
+  // without close-on-exec (a library's descriptor) is not the plugin's.
+  ::close_range(kChannelFd + 1, ~0u, 0);
   as_limit_bytes = args.limits.address_space_mb << 20;
   alt_stack();
   install_fault_handlers();

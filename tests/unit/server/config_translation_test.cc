@@ -117,7 +117,6 @@ TEST(ConfigTranslation, TheStoreSectionsMistakesSayWhatToDo) {
   EXPECT_NE(bad.status().message().find("paht"), std::string::npos) << bad.status().message();
 }
 
-
 TEST(ConfigTranslation, IsolationDefaultsAndPerPluginOverridesReachTheHost) {
   // The defaults: every plugin in_process, no per-plugin table.
   plugin_host::HostConfig h = parsed("").host_config();
@@ -146,8 +145,9 @@ TEST(ConfigTranslation, IsolationDefaultsAndPerPluginOverridesReachTheHost) {
   EXPECT_EQ(hash.address_space_mb, 512u);
   EXPECT_EQ(hash.allow_syscalls, std::vector<std::string>{"socket"});
   // And back to in_process for one plugin.
-  h = parsed("[plugins.isolation]\nmode = \"process\"\n[plugins.isolation.echo]\n"
-             "mode = \"in_process\"\n")
+  h = parsed(
+          "[plugins.isolation]\nmode = \"process\"\n[plugins.isolation.echo]\n"
+          "mode = \"in_process\"\n")
           .host_config();
   EXPECT_EQ(h.plugin_isolation.at("echo").mode, plugin_host::IsolationMode::kInProcess);
 }

@@ -391,6 +391,40 @@ TEST_F(IsolationTest, NoRunnerSurvivesASigkilledDaemon) {
   }
 }
 
+TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
+  TempDir dir;
+  const std::string port_file = dir.file("metrics.port");
+  std::string config = process_config();
+  config.replace(config.find("[metrics]\nenabled = false\n"), 26,
+                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
+  DaemonProcess d(config, bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const int port = wait_port_file(port_file);
+  ASSERT_GT(port, 0) << d.log();
+  auto scrape = [&] { return parse_exposition(http_get(port, "/metrics").body); };
+  const std::string bad = "{plugin=\"isolation_bad\"";
+  auto m = scrape();
+  EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runners_alive{plugin=\"sleep\"}"], 4.0);
+  EXPECT_EQ(m["tpoold_isolated_plugin_healthy" + bad + "}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_jobs_lost_total" + bad + "}"], 0.0);
+
+  EXPECT_EQ(execute(d, "iso_segv", "").state(), JOB_STATE_FAILED);
+  EXPECT_EQ(execute(d, "iso_socket", "").state(), JOB_STATE_FAILED);
+  EXPECT_EQ(execute(d, "iso_hog", "").state(), JOB_STATE_FAILED);
+  m = scrape();
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"crash\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"denied_syscall\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"memory\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"time_limit\"}"], 0.0);
+  EXPECT_EQ(m["tpoold_isolated_jobs_lost_total" + bad + "}"], 3.0);
+  // The slot restarts its runner on its next job, after the backoff.
+  EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 0.0);
+  EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(scrape()["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 TEST_F(IsolationTest, InProcessTheSameSegfaultKillsTheDaemon) {
   // The documented cost of in_process mode (docs/plugins.md): a crashing
   // handler takes tpoold and every job it held with it; under systemd the

@@ -74,7 +74,17 @@ scmp_arg_cmp int_eq(unsigned arg, scmp_datum_t value) {
 
 }  // namespace
 
-std::string confine_early(long daemon_pid, const Limits& limits) {
+// A limit the environment will not let the runner set (the systemd unit's
+// SystemCallFilter=~@resources answers setrlimit with EPERM) is a note: the
+// runner goes on without it and the daemon logs the note once per plugin.
+void limit_or_note(int resource, const char* name, std::uint64_t value, std::string& notes) {
+  if (set_limit(resource, value)) return;
+  notes += std::string(notes.empty() ? "" : "; ") + name +
+           " not applied (setrlimit: " + std::strerror(errno) +
+           ", e.g. a systemd SystemCallFilter that denies @resources)";
+}
+
+std::string confine_early(long daemon_pid, const Limits& limits, std::string& notes) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return errno_text("prctl(PR_SET_PDEATHSIG)");
   // The daemon may have died between posix_spawn and the prctl: then the
   // signal will never come, and the runner is someone else's child.
@@ -86,14 +96,13 @@ std::string confine_early(long daemon_pid, const Limits& limits) {
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return errno_text("prctl(PR_SET_NO_NEW_PRIVS)");
-  if (limits.address_space_mb != 0 &&
-      !set_limit(RLIMIT_AS, limits.address_space_mb * std::uint64_t{1} << 20)) {
-    return errno_text("setrlimit(RLIMIT_AS)");
+  if (limits.address_space_mb != 0) {
+    limit_or_note(RLIMIT_AS, "RLIMIT_AS (address_space_mb)", limits.address_space_mb << 20, notes);
   }
-  if (limits.open_files != 0 && !set_limit(RLIMIT_NOFILE, limits.open_files)) {
-    return errno_text("setrlimit(RLIMIT_NOFILE)");
+  if (limits.open_files != 0) {
+    limit_or_note(RLIMIT_NOFILE, "RLIMIT_NOFILE (open_files)", limits.open_files, notes);
   }
-  if (!set_limit(RLIMIT_CORE, 0)) return errno_text("setrlimit(RLIMIT_CORE)");
+  limit_or_note(RLIMIT_CORE, "RLIMIT_CORE 0", 0, notes);
   return "";
 }
 
@@ -104,7 +113,7 @@ std::string drop_network() {
          "the host's network, though the seccomp filter still denies socket()";
 }
 
-std::string install_seccomp(const std::vector<std::string>& extra) {
+std::string install_seccomp(const std::vector<std::string>& extra, std::string& notes) {
   scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_TRAP);
   if (ctx == nullptr) return "seccomp_init failed";
   std::string err;
@@ -137,8 +146,13 @@ std::string install_seccomp(const std::vector<std::string>& extra) {
     err = "seccomp: cannot apply the filter to every thread (TSYNC)";
   }
   if (err.empty()) {
+    // Refused by the environment (an outer filter that denies seccomp(2)):
+    // a note, as for a limit; the allow-list itself was built above.
     int rc = ::seccomp_load(ctx);
-    if (rc != 0) err = std::string("seccomp_load failed: ") + std::strerror(-rc);
+    if (rc != 0) {
+      notes += std::string(notes.empty() ? "" : "; ") +
+               "no seccomp filter (seccomp_load: " + std::strerror(-rc) + ")";
+    }
   }
   ::seccomp_release(ctx);
   return err;

@@ -35,14 +35,17 @@ struct Limits {
   std::uint64_t open_files = 0;        // 0: inherit
 };
 
-// Steps 1-4; "" or the sentence of what failed (the runner then exits).
-std::string confine_early(long daemon_pid, const Limits& limits);
+// Steps 1-4; "" or the sentence of what failed (the runner then exits). A
+// limit the environment refuses is appended to notes instead (the daemon
+// logs the notes once per plugin and the runner goes on without it).
+std::string confine_early(long daemon_pid, const Limits& limits, std::string& notes);
 
 // Step 5: "" when the runner has no network; else the note saying why not.
 std::string drop_network();
 
 // Step 6; "" or what failed. extra: the allow_syscalls names (validated by
 // the daemon at start; an unknown one is reported here too).
-std::string install_seccomp(const std::vector<std::string>& extra);
+// A filter the kernel refuses to load is a note, as for a limit.
+std::string install_seccomp(const std::vector<std::string>& extra, std::string& notes);
 
 }  // namespace tpool::isolation::runner

@@ -484,7 +484,8 @@ int main(int argc, char** argv) {
   as_limit_bytes = args.limits.address_space_mb << 20;
   alt_stack();
   install_fault_handlers();
-  if (std::string err = runner::confine_early(args.daemon_pid, args.limits); !err.empty()) {
+  std::string notes;
+  if (std::string err = runner::confine_early(args.daemon_pid, args.limits, notes); !err.empty()) {
     if (err.find("is gone") != std::string::npos) return 0;  // no one to tell
     init_failed(TPOOL_STATUS_INTERNAL, "confinement: " + err);
   }
@@ -521,12 +522,14 @@ int main(int argc, char** argv) {
   }
   config.assign(config.size(), '\0');  // the config string may hold a secret
 
-  std::string notes = runner::drop_network();
+  if (std::string net = runner::drop_network(); !net.empty()) {
+    notes += (notes.empty() ? "" : "; ") + net;
+  }
   std::thread worker(handler_thread);
   clockid_t cpu_clock{};
   ::pthread_getcpuclockid(worker.native_handle(), &cpu_clock);
   worker.detach();
-  if (std::string err = runner::install_seccomp(args.allow); !err.empty()) {
+  if (std::string err = runner::install_seccomp(args.allow, notes); !err.empty()) {
     init_failed(TPOOL_STATUS_INTERNAL, "seccomp: " + err);
   }
   send_frame(wire::Type::kReady, 0, [&](wire::FrameWriter& w) { w.bytes(notes); });

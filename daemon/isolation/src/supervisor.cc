@@ -126,7 +126,8 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
       if (!r.ok()) return r.status();
       if (i == 0 && !notes.empty()) {
         // Said once per load: the feature the runners go without.
-        load_.log(LogLevel::kWarn, load_.plugin_name, notes);
+        load_.log(LogLevel::kWarn, load_.plugin_name,
+                  "its runners are confined without what this environment refuses: " + notes);
       }
       MutexLock lock(mu_);
       slots_[i].runner = std::move(r).value();

@@ -65,7 +65,7 @@ install(FILES "${PROJECT_BINARY_DIR}/tpoolConfig.cmake"
   DESTINATION "${TPOOL_INSTALL_CMAKEDIR}" COMPONENT devel)
 
 # ---- runtime: binaries, plugins, config, unit, docs ---------------------------
-foreach(exe tpoold tpoolctl)
+foreach(exe tpoold tpoolctl tpool-runner)
   if(TARGET ${exe})
     install(TARGETS ${exe} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}" COMPONENT runtime)
   endif()

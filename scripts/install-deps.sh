@@ -16,6 +16,9 @@ BUILD=(
   # daemon/store: the durable journal (docs/store.md); its tests use the
   # library too, not the sqlite3 command-line tool.
   libsqlite3-dev
+  # daemon/isolation/runner: the seccomp filter of an isolated plugin's runner
+  # (docs/plugins.md, "Isolation"), found by CMake through pkg-config.
+  libseccomp-dev
   dpkg-dev file
 )
 # clang 14 builds the tsa and fuzz presets; libclang-rt-14-dev holds libFuzzer

@@ -187,8 +187,9 @@ JobResult from_proto(const tpool::v1::JobResult& r) {
 }
 
 HandlerInfo from_proto(const tpool::v1::HandlerInfo& h) {
-  return {h.name(), h.plugin(),      h.plugin_version(),
-          h.path(), h.description(), lane_of(h.lane_hint())};
+  return {h.name(),     h.plugin(),      h.plugin_version(),
+          h.path(),     h.description(), lane_of(h.lane_hint()),
+          h.isolation()};
 }
 
 JobStatus from_proto(const tpool::v1::JobStatus& s) {

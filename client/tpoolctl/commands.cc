@@ -345,7 +345,8 @@ std::string handlers_json(const std::vector<tpool::client::HandlerInfo>& hs) {
            ",\"plugin\":" + json_string(h.plugin) +
            ",\"plugin_version\":" + json_string(h.plugin_version) +
            ",\"path\":" + json_string(h.path) + ",\"description\":" + json_string(h.description) +
-           ",\"lane_hint\":" + json_string(to_string(h.lane_hint)) + "}";
+           ",\"lane_hint\":" + json_string(to_string(h.lane_hint)) +
+           ",\"isolation\":" + json_string(h.isolation) + "}";
   }
   return out + "]";
 }
@@ -354,11 +355,12 @@ void print_handlers_text(const std::vector<tpool::client::HandlerInfo>& hs) {
   std::size_t w = 7;
   for (const auto& h : hs) w = std::max(w, h.name.size() + 2);
   std::cout << std::left << std::setw(static_cast<int>(w)) << "HANDLER" << std::setw(10) << "LANE"
-            << std::setw(24) << "PLUGIN"
+            << std::setw(12) << "MODE" << std::setw(24) << "PLUGIN"
             << "DESCRIPTION\n";
   for (const auto& h : hs) {
     std::cout << std::setw(static_cast<int>(w)) << h.name << std::setw(10) << to_string(h.lane_hint)
-              << std::setw(24) << (h.plugin + " " + h.plugin_version) << h.description << "\n";
+              << std::setw(12) << (h.isolation.empty() ? "-" : h.isolation) << std::setw(24)
+              << (h.plugin + " " + h.plugin_version) << h.description << "\n";
   }
 }
 

@@ -151,6 +151,12 @@ struct Engine::Admission {
       refuse(i, e.rejected_not_found_, unknown_handler_error(spec.handler));
       return false;
     }
+    // A process-mode plugin marked unhealthy after repeated runner crashes
+    // (docs/plugins.md, "Isolation"): refused until it is reloaded.
+    if (std::string why = e.host_.unavailable(cached); !why.empty()) {
+      refuse(i, e.rejected_unhealthy_, Error{ErrorCode::kUnavailable, std::move(why)});
+      return false;
+    }
     item_lane = lane_of(spec.lane, cached);
     return true;
   }

@@ -420,6 +420,7 @@ EngineSnapshot Engine::snapshot() const {
   s.rejected_not_found = rejected_not_found_.load(std::memory_order_relaxed);
   s.rejected_full = rejected_full_.load(std::memory_order_relaxed);
   s.rejected_draining = rejected_draining_.load(std::memory_order_relaxed);
+  s.rejected_unhealthy = rejected_unhealthy_.load(std::memory_order_relaxed);
   s.rejected_conflict = rejected_conflict_.load(std::memory_order_relaxed);
   s.deduplicated = deduplicated_.load(std::memory_order_relaxed);
   s.expired = st.expired;

@@ -225,6 +225,28 @@ void collect_plugins(const PluginsSnapshot& c, Families& f) {
       .value(d(c.ignored_cancellation));
 }
 
+void collect_isolated(const std::vector<IsolatedPlugin>& plugins, Families& f) {
+  auto& alive = f.gauge("tpoold_isolated_runners_alive",
+                        "Runner processes of a process-mode plugin serving or idle now.");
+  for (const auto& p : plugins) alive.value(d(p.runners_alive), {{"plugin", p.plugin}});
+  auto& restarts = f.counter("tpoold_isolated_runner_restarts_total",
+                             "Runners of a process-mode plugin ended and replaced, by cause.");
+  for (const auto& p : plugins) {
+    restarts.value(d(p.restarts_crash), {{"plugin", p.plugin}, {"cause", "crash"}})
+        .value(d(p.restarts_time_limit), {{"plugin", p.plugin}, {"cause", "time_limit"}})
+        .value(d(p.restarts_memory), {{"plugin", p.plugin}, {"cause", "memory"}})
+        .value(d(p.restarts_cpu), {{"plugin", p.plugin}, {"cause", "cpu"}})
+        .value(d(p.restarts_denied), {{"plugin", p.plugin}, {"cause", "denied_syscall"}});
+  }
+  auto& lost = f.counter("tpoold_isolated_jobs_lost_total",
+                         "Jobs of a process-mode plugin that ended because their runner ended.");
+  for (const auto& p : plugins) lost.value(d(p.jobs_lost), {{"plugin", p.plugin}});
+  auto& healthy = f.gauge("tpoold_isolated_plugin_healthy",
+                          "0 once a process-mode plugin's runners failed crash_limit times "
+                          "within crash_window_ms (its new jobs are refused) until a reload.");
+  for (const auto& p : plugins) healthy.value(p.healthy ? 1.0 : 0.0, {{"plugin", p.plugin}});
+}
+
 void collect_grpc(const GrpcSnapshot& r, Families& f) {
   f.gauge("tpoold_grpc_streams_active", "JobService.Stream calls open now.")
       .value(d(r.streams_active));
@@ -276,6 +298,7 @@ std::vector<prometheus::MetricFamily> Collector::Collect() const {
     if (s.pool) collect_pool(*s.pool, f);
     if (s.jobs) collect_jobs(*s.jobs, f);
     if (s.plugins) collect_plugins(*s.plugins, f);
+    if (!s.isolated.empty()) collect_isolated(s.isolated, f);
     if (s.grpc) collect_grpc(*s.grpc, f);
     if (s.store) collect_store(*s.store, f);
   }

@@ -57,6 +57,10 @@ std::string_view to_string(JobCode code) noexcept {
   return "unknown";
 }
 
+std::string_view to_string(IsolationMode mode) noexcept {
+  return mode == IsolationMode::kProcess ? "process" : "in_process";
+}
+
 bool is_retryable(JobCode code) noexcept {
   return code == JobCode::kRetry || code == JobCode::kError || code == JobCode::kInternal;
 }
@@ -166,6 +170,7 @@ struct Registry {
   std::uint64_t generation = 0;
   std::map<std::string, std::shared_ptr<const Handler>, std::less<>> handlers;
   std::size_t plugins = 0;
+  std::vector<std::shared_ptr<IsolatedPlugin>> isolated;  // one per process-mode plugin
 };
 
 }  // namespace detail
@@ -262,10 +267,39 @@ std::shared_ptr<Registry> Host::Impl::build(const HostConfig& cfg, std::uint64_t
     }
     if (dup) continue;
     auto cfg_it = cfg.plugin_config.find(lib.name);
+    const std::string plugin_cfg =
+        cfg_it == cfg.plugin_config.end() ? std::string() : cfg_it->second;
+    auto iso_it = cfg.plugin_isolation.find(lib.name);
+    const IsolationSettings& iso =
+        iso_it == cfg.plugin_isolation.end() ? cfg.isolation : iso_it->second;
+    std::shared_ptr<IsolatedPlugin> isolated;
+    if (iso.mode == IsolationMode::kProcess) {
+      // init runs in each runner, never here (isolation.h).
+      if (!cfg.isolation_factory) {
+        errors.push_back({LoadErrorKind::kInitFailed, file, lib.name,
+                          describe(lib) +
+                              " is configured for process isolation, but this host has no "
+                              "runner to start (HostConfig::isolation_factory is empty); set "
+                              "its mode to \"in_process\" or run it under tpoold"});
+        continue;
+      }
+      auto started = cfg.isolation_factory(
+          IsolatedLoad{file, lib.name, lib.version, plugin_cfg, iso, cfg.max_output_bytes,
+                       [sink = shared](LogLevel l, std::string_view p, std::string_view m) {
+                         sink->log_sink(l, p, m);
+                       }});
+      if (!started.ok()) {
+        errors.push_back({LoadErrorKind::kInitFailed, file, lib.name,
+                          describe(lib) + " could not start in process isolation: " +
+                              started.status().message()});
+        continue;
+      }
+      isolated = std::move(started).value();
+      reg->isolated.push_back(isolated);
+    }
     std::string error;
     std::int32_t status = 0;
-    if (!lib.init(cfg_it == cfg.plugin_config.end() ? std::string() : cfg_it->second, error,
-                  status)) {
+    if (!isolated && !lib.init(plugin_cfg, error, status)) {
       errors.push_back({LoadErrorKind::kInitFailed, file, lib.name,
                         describe(lib) + " failed to initialise (init returned " +
                             std::to_string(status) + "): " + error +
@@ -285,14 +319,18 @@ std::shared_ptr<Registry> Host::Impl::build(const HostConfig& cfg, std::uint64_t
       handler->info.plugin_abi_major = lib.desc.abi_major;
       handler->info.plugin_abi_minor = lib.desc.abi_minor;
       handler->info.generation = generation;
+      handler->info.isolation = iso.mode;
       handler->call = h.call;
       handler->library = o.library;
+      handler->isolated = isolated;
       reg->handlers.emplace(handler->info.name, std::move(handler));
     }
     reg->plugins++;
-    lib.log(LogLevel::kInfo, "loaded " + describe(lib) + " with " +
-                                 std::to_string(o.handlers.size()) + " handler(s), generation " +
-                                 std::to_string(generation));
+    lib.log(LogLevel::kInfo,
+            "loaded " + describe(lib) + " with " + std::to_string(o.handlers.size()) +
+                " handler(s), generation " + std::to_string(generation) +
+                (isolated ? ", isolated in " + std::to_string(iso.runners) + " runner process(es)"
+                          : std::string()));
   }
   for (std::size_t i = 0; i < errors.size(); ++i) Shared::bump(shared->load_failures);
   return reg;
@@ -373,6 +411,10 @@ Status Host::reload(HostConfig config) {
   impl_->max_output.store(config.max_output_bytes, std::memory_order_relaxed);
   impl_->config = std::move(config);
   Shared::bump(impl_->shared->reloads);
+  // Retained jobs keep their HandlerRef (and so the old generation) for as
+  // long as their results are kept: the old runners are told now, so they
+  // end with their last running job instead.
+  for (const auto& p : old->isolated) p->retire();
   impl_->shared->log_sink(LogLevel::kInfo, "",
                           "reloaded plugins: generation " + std::to_string(generation) +
                               " serves new jobs; generation " + std::to_string(old->generation) +
@@ -421,6 +463,19 @@ HostCounters Host::counters() const {
   return c;
 }
 
+std::vector<IsolationStats> Host::isolation_stats() const {
+  auto reg = impl_->snapshot();
+  std::vector<IsolationStats> out;
+  out.reserve(reg->isolated.size());
+  for (const auto& p : reg->isolated) out.push_back(p->stats());
+  return out;
+}
+
+std::string Host::unavailable(const HandlerRef& ref) const {
+  if (!ref || !ref.handler_->isolated) return {};
+  return ref.handler_->isolated->unavailable();
+}
+
 InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
                           JobServices& services) const {
   Shared& s = *impl_->shared;
@@ -444,6 +499,12 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
                 " accepts (max_input_bytes " + std::to_string(h.info.max_input_bytes) +
                 "): send a smaller input";
     Shared::bump(s.handler_failures);
+    return r;
+  }
+  if (h.isolated) {
+    r = h.isolated->invoke(h.info, input, services);
+    if (r.code == JobCode::kOutputTooLarge) Shared::bump(s.output_too_large);
+    if (!r.ok()) Shared::bump(s.handler_failures);
     return r;
   }
   tpool_job job;

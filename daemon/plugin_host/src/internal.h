@@ -63,6 +63,9 @@ struct Handler {
   HandlerInfo info;
   tpool_handler_fn call = nullptr;
   std::shared_ptr<Library> library;  // keeps the code loaded while this Handler lives
+  // Set for a process-mode plugin: calls go to its runners, never to `call`
+  // (the library is mapped for its descriptor only; init never ran here).
+  std::shared_ptr<IsolatedPlugin> isolated;
 };
 
 // The plugin whose init/fini/entry runs on this thread, for log(job == NULL).

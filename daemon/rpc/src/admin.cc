@@ -30,6 +30,8 @@ void fill_handlers(const engine::Engine& engine,
     o->set_path(h.plugin_file);
     o->set_description(h.description);
     o->set_lane_hint(to_proto(h.lane));
+    o->set_isolation(h.isolation == plugin_host::IsolationMode::kProcess ? "process"
+                                                                         : "in_process");
   }
 }
 

@@ -298,6 +298,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListHandlers(grpc::CallbackServerConte
     out->set_path(h.plugin_file);
     out->set_description(h.description);
     out->set_lane_hint(to_proto(h.lane));
+    out->set_isolation(h.isolation == plugin_host::IsolationMode::kProcess ? "process"
+                                                                           : "in_process");
   }
   return finish_now(ctx, grpc::Status::OK);
 }

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "tpool/common/admin_address.h"
+#include "tpool/isolation/supervisor.h"
 #include "tpool/security/token_store.h"
 
 namespace tpool::server {
@@ -103,6 +104,103 @@ std::string read_section(const toml::table& root, const std::string& name,
     if (std::string err = it->second(v, key); !err.empty()) return err;
   }
   return "";
+}
+
+Status range(std::string_view key, std::uint64_t v, std::uint64_t lo, std::uint64_t hi);
+
+// [plugins.isolation]: its own keys are the defaults; a sub-table is one
+// plugin's override, read after the defaults whatever their order in the file.
+std::string read_isolation(const toml::node& n, const std::string& key, PluginsSection& p) {
+  const auto* t = n.as_table();
+  if (t == nullptr) {
+    return key + " must be a table (mode, runners, address_space_mb, ...; docs/configuration.md)";
+  }
+  auto readers = [](IsolationSection& s) {
+    return std::map<std::string, Reader>{{"mode", str(s.mode)},
+                                         {"runners", u64(s.runners)},
+                                         {"address_space_mb", u64(s.address_space_mb)},
+                                         {"cpu_seconds_per_job", u64(s.cpu_seconds_per_job)},
+                                         {"open_files", u64(s.open_files)},
+                                         {"crash_limit", u64(s.crash_limit)},
+                                         {"crash_window_ms", u64(s.crash_window_ms)},
+                                         {"allow_syscalls", str_list(s.allow_syscalls)}};
+  };
+  auto read_keys = [&](const toml::table& table, IsolationSection& s, const std::string& where,
+                       bool top) -> std::string {
+    const auto keys = readers(s);
+    for (const auto& [k, v] : table) {
+      const std::string name(k.str());
+      if (top && v.is_table()) continue;  // a plugin's table, read below
+      if (top && name == "runner") {
+        if (std::string err = str(p.runner)(v, where + ".runner"); !err.empty()) return err;
+        continue;
+      }
+      auto it = keys.find(name);
+      if (it == keys.end()) {
+        return "unknown key " + where + "." + name +
+               "; the keys of [plugins.isolation] and of each [plugins.isolation.NAME] are: "
+               "address_space_mb, allow_syscalls, cpu_seconds_per_job, crash_limit, "
+               "crash_window_ms, mode, open_files, runners (and runner, the defaults' only)";
+      }
+      if (std::string err = it->second(v, where + "." + name); !err.empty()) return err;
+    }
+    return "";
+  };
+  if (std::string err = read_keys(*t, p.isolation, key, true); !err.empty()) return err;
+  for (const auto& [k, v] : *t) {
+    if (!v.is_table()) continue;
+    IsolationSection s = p.isolation;
+    if (std::string err = read_keys(*v.as_table(), s, key + "." + std::string(k.str()), false);
+        !err.empty()) {
+      return err;
+    }
+    p.isolation_plugins[std::string(k.str())] = std::move(s);
+  }
+  return "";
+}
+
+Status check_isolation(const IsolationSection& s, const std::string& where) {
+  constexpr std::uint64_t kDay = 86400000;
+  if (s.mode != "in_process" && s.mode != "process") {
+    return Status::InvalidArgument(where + ".mode = " + quote(s.mode) +
+                                   " is not a mode; use \"in_process\" (handlers run inside "
+                                   "tpoold, the default) or \"process\" (in tpool-runner "
+                                   "processes)");
+  }
+  if (s.address_space_mb != 0 && s.address_space_mb < 64) {
+    return Status::InvalidArgument(
+        where + ".address_space_mb = " + std::to_string(s.address_space_mb) +
+        " is too small for a runner to load its C++ runtime and the plugin; use 0 (no limit) "
+        "or 64 and more");
+  }
+  for (Status st : {range(where + ".runners", s.runners, 1, 256),
+                    range(where + ".address_space_mb", s.address_space_mb, 0, 1u << 24),
+                    range(where + ".cpu_seconds_per_job", s.cpu_seconds_per_job, 0, 86400),
+                    range(where + ".open_files", s.open_files, 16, 1u << 20),
+                    range(where + ".crash_limit", s.crash_limit, 0, 100000),
+                    range(where + ".crash_window_ms", s.crash_window_ms, 1000, kDay)}) {
+    if (!st.ok()) return st;
+  }
+  if (auto unknown = isolation::unknown_syscalls(s.allow_syscalls); !unknown.empty()) {
+    return Status::InvalidArgument(where + ".allow_syscalls names " + quote(unknown.front()) +
+                                   ", which is not a system call on this machine; use the "
+                                   "kernel's names (e.g. \"socket\", \"connect\")");
+  }
+  return Status::Ok();
+}
+
+plugin_host::IsolationSettings to_settings(const IsolationSection& s) {
+  plugin_host::IsolationSettings o;
+  o.mode = s.mode == "process" ? plugin_host::IsolationMode::kProcess
+                               : plugin_host::IsolationMode::kInProcess;
+  o.runners = static_cast<std::uint32_t>(s.runners);
+  o.address_space_mb = s.address_space_mb;
+  o.cpu_seconds_per_job = s.cpu_seconds_per_job;
+  o.open_files = s.open_files;
+  o.allow_syscalls = s.allow_syscalls;
+  o.crash_limit = static_cast<std::uint32_t>(s.crash_limit);
+  o.crash_window = std::chrono::milliseconds(s.crash_window_ms);
+  return o;
 }
 
 Status range(std::string_view key, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
@@ -499,6 +597,10 @@ Status DaemonConfig::validate() const {
   for (const auto& d : plugins.dirs) {
     if (d.empty()) return Status::InvalidArgument("plugins.dirs has an empty entry; remove it");
   }
+  if (Status st = check_isolation(plugins.isolation, "plugins.isolation"); !st.ok()) return st;
+  for (const auto& [name, iso] : plugins.isolation_plugins) {
+    if (Status st = check_isolation(iso, "plugins.isolation." + name); !st.ok()) return st;
+  }
   if (!server.allow_insecure) {
     if (auto insecure = insecure_listeners(); !insecure.empty()) {
       return Status::InvalidArgument(
@@ -600,6 +702,12 @@ plugin_host::HostConfig DaemonConfig::host_config() const {
   h.abort_on_load_error = plugins.abort_on_load_error;
   for (const auto& [name, text] : plugins.config) h.plugin_config[name] = text;
   h.max_output_bytes = server.max_output_bytes;
+  h.isolation = to_settings(plugins.isolation);
+  for (const auto& [name, iso] : plugins.isolation_plugins) {
+    h.plugin_isolation[name] = to_settings(iso);
+  }
+  h.isolation_factory =
+      isolation::make_factory({plugins.runner, std::chrono::milliseconds(server.cancel_grace_ms)});
   return h;
 }
 
@@ -662,6 +770,8 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
       {"plugins",
        {{"dirs", str_list(c.plugins.dirs)},
         {"abort_on_load_error", boolean(c.plugins.abort_on_load_error)},
+        {"isolation", [&c](const toml::node& n,
+                           const std::string& key) { return read_isolation(n, key, c.plugins); }},
         {"config",
          [&plugin_config](const toml::node& n, const std::string& key) -> std::string {
            const auto* t = n.as_table();

@@ -67,8 +67,25 @@ struct PoolSection {
   std::uint64_t max_overflow_workers = 4;
 };
 
+// [plugins.isolation] (the defaults) and [plugins.isolation.NAME] (one
+// plugin; unset keys take the defaults): docs/configuration.md.
+struct IsolationSection {
+  std::string mode = "in_process";  // "in_process" | "process"
+  std::uint64_t runners = 2;
+  std::uint64_t address_space_mb = 1024;  // 0: no limit
+  std::uint64_t cpu_seconds_per_job = 0;  // 0: no limit
+  std::uint64_t open_files = 64;
+  std::uint64_t crash_limit = 5;  // 0: never unhealthy
+  std::uint64_t crash_window_ms = 60000;
+  std::vector<std::string> allow_syscalls;
+};
+
 struct PluginsSection {
   std::vector<std::string> dirs;
+  IsolationSection isolation;
+  std::map<std::string, IsolationSection> isolation_plugins;  // by plugin name
+  // The tpool-runner executable; empty: next to tpoold.
+  std::string runner;
   // A plugin file that fails to load stops tpoold from starting (and a reload
   // from taking effect). false: log the failure and serve the plugins that did
   // load.

@@ -90,6 +90,11 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
     // and the engine's (still running cancel_grace_ms after it) never overlap
     // (JobServices::claim_ignored_cancellation).
     p.ignored_cancellation = c.ignored_cancellation + engine_ignored;
+    for (const plugin_host::IsolationStats& i : v.host->isolation_stats()) {
+      s.isolated.push_back({i.plugin, i.runners_alive, i.restarts_crash, i.restarts_time_limit,
+                            i.restarts_memory, i.restarts_cpu, i.restarts_denied, i.jobs_lost,
+                            i.healthy});
+    }
   }
   if (v.jobs != nullptr) {
     const rpc::RpcSnapshot r = v.jobs->snapshot();

@@ -258,6 +258,15 @@ TEST_F(Tpoolctl, HandlersStatsHealthReloadVersion) {
     EXPECT_NE(h.out.find(std::string("\n") + name + " "), std::string::npos) << name;
   }
   EXPECT_NE(run({"handlers", "--json"}).out.find("\"name\":\"echo\""), std::string::npos);
+  // The mode column (issue 18): this daemon runs every plugin in_process.
+  {
+    const auto at = h.out.find("\necho ");
+    ASSERT_NE(at, std::string::npos) << h.out;
+    const std::string line = h.out.substr(at + 1, h.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find(" in_process "), std::string::npos) << line;
+  }
+  EXPECT_NE(run({"handlers", "--json"}).out.find("\"isolation\":\"in_process\""),
+            std::string::npos);
   auto st = run({"stats"});
   EXPECT_EQ(st.exit, 0) << st.err;
   EXPECT_NE(st.out.find(": serving,"), std::string::npos) << st.out;

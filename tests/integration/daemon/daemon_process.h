@@ -66,6 +66,15 @@ inline bool store_variant() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// Whether this run is the isolated variant (TPOOL_IT_ISOLATED=1, issue 18):
+// every daemon runs every plugin in process mode ([plugins.isolation] mode =
+// "process"), so the suite's jobs go through tpool-runner processes and the
+// channel, with the example plugins unchanged.
+inline bool isolated_variant() {
+  const char* v = std::getenv("TPOOL_IT_ISOLATED");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // Whether this run is the secure variant (TPOOL_IT_SECURE=1).
 inline bool secure_variant() {
   const char* v = std::getenv("TPOOL_IT_SECURE");
@@ -176,6 +185,9 @@ class DaemonProcess {
         EXPECT_TRUE(SecureMaterial::get().ok())
             << "gen-test-certs.sh failed: " << SecureMaterial::get().read("gen.log");
         c << SecureMaterial::get().config();
+      }
+      if (isolated_variant() && extra_config.find("[plugins.isolation") == std::string::npos) {
+        c << "\n[plugins.isolation]\nmode = \"process\"\nrunners = 4\n";
       }
       if (store_variant() && extra_config.find("[store]") == std::string::npos) {
         c << "\n[store]\npath = \"" << (dir_ / "jobs.db").string() << "\"\ndurable = true\n";

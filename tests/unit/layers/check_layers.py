@@ -76,12 +76,13 @@ RULES: dict[str, Rule] = {
                      "dlopen()s its CivetWeb OpenSSL shims (OpenSSL: the shims alone)"),
     "server": _rule("daemon/server",
                     {"common", "pool", "plugin_host", "engine", "rpc", "metrics", "proto",
-                     "security", "store"},
+                     "security", "store", "isolation"},
                     {"grpc", "spdlog", "toml", "systemd", "openssl"},
                     COMMON_LINKS | {"tpool::common", "tpool::pool", "tpool::plugin_host",
                                     "tpool::engine", "tpool::store", "tpool::rpc",
                                     "tpool::metrics", "tpool::proto",
                                     "tpool::security", "OpenSSL::SSL", "OpenSSL::Crypto",
+                                    "tpool::isolation",
                                     "tpool::server_config", "gRPC::grpc++",
                                     "gRPC::grpc++_reflection", "spdlog::spdlog",
                                     "tomlplusplus::tomlplusplus", "PkgConfig::SYSTEMD"},
@@ -98,6 +99,16 @@ RULES: dict[str, Rule] = {
                       COMMON_LINKS | {"tpool::common", "OpenSSL::Crypto"},
                       "who may call what (tokens, roles, peer principals): standard C++ and "
                       "libcrypto, no gRPC types, so rpc maps its answers to status codes"),
+    "isolation": _rule("daemon/isolation",
+                       {"common", "plugin_host", "plugins", "isolation", "wire"}, {"seccomp"},
+                       COMMON_LINKS | {"tpool::common", "tpool::plugin_host", "tpool::plugin_sdk",
+                                       "PkgConfig::SECCOMP", "${CMAKE_DL_LIBS}"},
+                       "runs process-mode plugins in supervised runners; implements the plugin "
+                       "host's IsolatedPlugin, so the host never depends on it"),
+    "runner": _rule("daemon/isolation/runner", {"plugins", "wire"}, {"seccomp"},
+                    COMMON_LINKS | {"tpool::plugin_sdk", "PkgConfig::SECCOMP", "${CMAKE_DL_LIBS}"},
+                    "tpool-runner: the plugin ABI, the channel's wire header, libdl and "
+                    "libseccomp only; no daemon component, no gRPC, protobuf or Prometheus"),
     "proto": _rule("proto", {"proto"}, {"grpc"}, {"protobuf::libprotobuf", "gRPC::grpc++"},
                    "the generated protobuf and gRPC code, compiled once"),
 }
@@ -116,6 +127,9 @@ TPOOL_PREFIXES = [
     ("tpool/client/", "client"),
     ("tpool/security/", "security"),
     ("tpool/store/", "store"),
+    # The channel's header is the one isolation header the runner may include.
+    ("tpool/isolation/wire.h", "wire"),
+    ("tpool/isolation/", "isolation"),
 ]
 
 # Third-party header families, by the first part of the path.
@@ -132,6 +146,7 @@ EXTERNAL_PREFIXES = [
     # the system headers are too: matched by name, before the system check.
     ("sqlite3.h", "sqlite"),
     ("sqlite3ext.h", "sqlite"),
+    ("seccomp.h", "seccomp"),
 ]
 
 # System headers: the C++ and C standard libraries and POSIX/Linux.
@@ -340,13 +355,19 @@ MUTANTS = [
      {"daemon/pool/src/x.cc": "#include <boost/intrusive.hpp>\n"},
      "a third-party header this check does not know"),
     ("a tpool/ header of no component",
-     {"daemon/pool/src/x.cc": '#include "tpool/isolation/lane.h"\n'},
+     {"daemon/pool/src/x.cc": '#include "tpool/sandbox/lane.h"\n'},
      "a tpool/ header of no known component"),
     ("a relative include out of the folder",
      {"daemon/metrics/src/x.cc": '#include "../../pool/src/pool_internal.h"\n'},
      "a file outside daemon/metrics"),
-    ("a folder with no arrows", {"daemon/isolation/src/lane.cc": "#include <string>\n"},
-     "daemon/isolation: a component with no arrows"),
+    ("a folder with no arrows", {"daemon/sandbox/src/lane.cc": "#include <string>\n"},
+     "daemon/sandbox: a component with no arrows"),
+    ("the runner includes the plugin host",
+     {"daemon/isolation/runner/x.cc": '#include "tpool/plugin_host/host.h"\n'},
+     "runner includes tpool/plugin_host/host.h (plugin_host)"),
+    ("the runner includes the supervisor",
+     {"daemon/isolation/runner/x.cc": '#include "tpool/isolation/supervisor.h"\n'},
+     "runner includes tpool/isolation/supervisor.h (isolation)"),
     ("the engine includes SQLite", {"daemon/engine/src/x.cc": "#include <sqlite3.h>\n"},
      "engine includes sqlite3.h (sqlite)"),
     ("the store includes the engine",

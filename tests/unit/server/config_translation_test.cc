@@ -117,5 +117,83 @@ TEST(ConfigTranslation, TheStoreSectionsMistakesSayWhatToDo) {
   EXPECT_NE(bad.status().message().find("paht"), std::string::npos) << bad.status().message();
 }
 
+TEST(ConfigTranslation, IsolationDefaultsAndPerPluginOverridesReachTheHost) {
+  // The defaults: every plugin in_process, no per-plugin table.
+  plugin_host::HostConfig h = parsed("").host_config();
+  EXPECT_EQ(h.isolation.mode, plugin_host::IsolationMode::kInProcess);
+  EXPECT_TRUE(h.plugin_isolation.empty());
+  EXPECT_TRUE(static_cast<bool>(h.isolation_factory));
+  // A plugin's table takes the section's values for the keys it does not
+  // set, whichever comes first in the file.
+  DaemonConfig c = parsed(
+      "[plugins.isolation.hash]\nrunners = 3\nallow_syscalls = [\"socket\"]\n"
+      "[plugins.isolation]\nmode = \"process\"\naddress_space_mb = 512\n"
+      "cpu_seconds_per_job = 7\nopen_files = 128\ncrash_limit = 4\ncrash_window_ms = 5000\n");
+  ASSERT_TRUE(c.validate().ok()) << c.validate().message();
+  h = c.host_config();
+  EXPECT_EQ(h.isolation.mode, plugin_host::IsolationMode::kProcess);
+  EXPECT_EQ(h.isolation.runners, 2u);
+  EXPECT_EQ(h.isolation.address_space_mb, 512u);
+  EXPECT_EQ(h.isolation.cpu_seconds_per_job, 7u);
+  EXPECT_EQ(h.isolation.open_files, 128u);
+  EXPECT_EQ(h.isolation.crash_limit, 4u);
+  EXPECT_EQ(h.isolation.crash_window, std::chrono::milliseconds(5000));
+  ASSERT_EQ(h.plugin_isolation.count("hash"), 1u);
+  const auto& hash = h.plugin_isolation.at("hash");
+  EXPECT_EQ(hash.mode, plugin_host::IsolationMode::kProcess);
+  EXPECT_EQ(hash.runners, 3u);
+  EXPECT_EQ(hash.address_space_mb, 512u);
+  EXPECT_EQ(hash.allow_syscalls, std::vector<std::string>{"socket"});
+  // And back to in_process for one plugin.
+  h = parsed(
+          "[plugins.isolation]\nmode = \"process\"\n[plugins.isolation.echo]\n"
+          "mode = \"in_process\"\n")
+          .host_config();
+  EXPECT_EQ(h.plugin_isolation.at("echo").mode, plugin_host::IsolationMode::kInProcess);
+}
+
+TEST(ConfigTranslation, IsolationMistakesNameTheKeyAndWhatToDo) {
+  struct Case {
+    const char* toml;
+    const char* want;
+  };
+  for (const Case& k : {
+           Case{"[plugins.isolation]\nmode = \"sandbox\"\n",
+                "plugins.isolation.mode = 'sandbox' is not a mode; use \"in_process\""},
+           Case{"[plugins.isolation.hash]\nmode = \"proc\"\n",
+                "plugins.isolation.hash.mode = 'proc' is not a mode"},
+           Case{"[plugins.isolation]\nrunners = 0\n", "plugins.isolation.runners = 0"},
+           Case{"[plugins.isolation.hash]\nrunners = 1000\n",
+                "plugins.isolation.hash.runners = 1000"},
+           Case{"[plugins.isolation]\naddress_space_mb = 10\n",
+                "plugins.isolation.address_space_mb = 10 is too small"},
+           Case{"[plugins.isolation]\nopen_files = 3\n", "plugins.isolation.open_files = 3"},
+           Case{"[plugins.isolation]\ncrash_window_ms = 1\n",
+                "plugins.isolation.crash_window_ms = 1"},
+           Case{"[plugins.isolation.hash]\nallow_syscalls = [\"sockit\"]\n",
+                "plugins.isolation.hash.allow_syscalls names 'sockit', which is not a system "
+                "call"},
+       }) {
+    DaemonConfig c = parsed(k.toml);
+    Status s = c.validate();
+    ASSERT_FALSE(s.ok()) << k.toml;
+    EXPECT_NE(s.message().find(k.want), std::string::npos) << s.message();
+  }
+  for (const Case& k : {
+           Case{"[plugins.isolation]\nmdoe = \"process\"\n",
+                "unknown key plugins.isolation.mdoe; the keys of [plugins.isolation]"},
+           Case{"[plugins.isolation.hash]\nrunner = \"/x\"\n",
+                "unknown key plugins.isolation.hash.runner"},
+           Case{"[plugins.isolation]\nrunners = \"two\"\n",
+                "plugins.isolation.runners must be an integer"},
+           Case{"[plugins.isolation]\nallow_syscalls = \"socket\"\n",
+                "plugins.isolation.allow_syscalls must be an array of strings"},
+       }) {
+    auto bad = parse_config(k.toml, "test.toml");
+    ASSERT_FALSE(bad.ok()) << k.toml;
+    EXPECT_NE(bad.status().message().find(k.want), std::string::npos) << bad.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace tpool::server

@@ -203,6 +203,7 @@ struct HandlerInfo {
   std::string path;
   std::string description;
   Lane lane_hint = Lane::kUnspecified;
+  std::string isolation;  // "in_process" or "process" (empty from an older tpoold)
 };
 
 enum class Health { kUnknown = 0, kServing = 1, kNotServing = 2 };

@@ -163,11 +163,12 @@ struct EngineSnapshot {
   std::uint64_t rejected_not_found = 0;
   std::uint64_t rejected_full = 0;
   std::uint64_t rejected_draining = 0;
-  std::uint64_t rejected_conflict = 0;  // idempotency key reused differently
-  std::uint64_t deduplicated = 0;       // requests answered by an earlier job's key
-  std::uint64_t expired = 0;            // results dropped by retention
-  std::uint64_t retried = 0;            // failed attempts followed by another, ever
-  std::uint64_t scheduled = 0;          // jobs waiting for their time now (delay, backoff)
+  std::uint64_t rejected_unhealthy = 0;  // an isolated plugin marked unhealthy
+  std::uint64_t rejected_conflict = 0;   // idempotency key reused differently
+  std::uint64_t deduplicated = 0;        // requests answered by an earlier job's key
+  std::uint64_t expired = 0;             // results dropped by retention
+  std::uint64_t retried = 0;             // failed attempts followed by another, ever
+  std::uint64_t scheduled = 0;           // jobs waiting for their time now (delay, backoff)
   // The journal (durable jobs, D1-D6 in durable.cc); all 0 without one.
   std::uint64_t replayed = 0;       // jobs replayed from the journal at start
   std::uint64_t store_refused = 0;  // durable jobs refused because a commit failed
@@ -440,6 +441,7 @@ class Engine {
   std::atomic<std::uint64_t> rejected_not_found_{0};
   std::atomic<std::uint64_t> rejected_full_{0};
   std::atomic<std::uint64_t> rejected_draining_{0};
+  std::atomic<std::uint64_t> rejected_unhealthy_{0};
   std::atomic<std::uint64_t> rejected_conflict_{0};
   std::atomic<std::uint64_t> deduplicated_{0};
 

@@ -68,6 +68,23 @@ struct PluginsSnapshot {
   std::uint64_t ignored_cancellation = 0;
 };
 
+// One process-mode plugin (docs/plugins.md, "Isolation"):
+// tpoold_isolated_*{plugin}.
+struct IsolatedPlugin {
+  std::string plugin{};
+  std::uint64_t runners_alive = 0;
+  // Runners ended and replaced, by cause: crash (a signal or an exit),
+  // time_limit (killed cancel_grace_ms after a deadline or cancel), memory
+  // (its address-space limit), cpu (cpu_seconds_per_job), denied_syscall.
+  std::uint64_t restarts_crash = 0;
+  std::uint64_t restarts_time_limit = 0;
+  std::uint64_t restarts_memory = 0;
+  std::uint64_t restarts_cpu = 0;
+  std::uint64_t restarts_denied = 0;
+  std::uint64_t jobs_lost = 0;  // jobs that ended because their runner ended
+  bool healthy = true;
+};
+
 // The gRPC front end: tpoold_grpc_streams_*, tpoold_stream_*.
 struct GrpcSnapshot {
   std::uint64_t streams_active = 0;
@@ -106,6 +123,8 @@ struct Snapshot {
   std::optional<PluginsSnapshot> plugins{};
   std::optional<GrpcSnapshot> grpc{};
   std::optional<StoreSnapshot> store{};
+  // Empty without process-mode plugins: no tpoold_isolated_* families.
+  std::vector<IsolatedPlugin> isolated{};
 };
 
 // Called once per scrape, on the HTTP server's threads, possibly by several

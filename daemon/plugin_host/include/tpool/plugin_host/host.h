@@ -26,6 +26,7 @@
 
 #include "tpool/common/lane.h"
 #include "tpool/common/status.h"
+#include "tpool/plugin_host/isolation.h"
 #include "tpool/plugin_host/job.h"
 
 namespace tpool::plugin_host {
@@ -57,6 +58,14 @@ struct HostConfig {
   // it) and called until the last library closes, which may be after the
   // Host is destroyed if a HandlerRef outlives it: it must stay callable.
   LogSink log_sink;
+  // Where each plugin's handlers run (tpool/plugin_host/isolation.h): the
+  // defaults ([plugins.isolation]) and per-plugin overrides by plugin name
+  // ([plugins.isolation.NAME], whole settings, defaults already merged).
+  IsolationSettings isolation;
+  std::map<std::string, IsolationSettings> plugin_isolation;
+  // Starts the runners of a process-mode plugin. Empty: a plugin configured
+  // for process mode fails to load with a sentence saying so.
+  IsolationFactory isolation_factory;
 };
 
 enum class LoadErrorKind : std::uint8_t {
@@ -96,6 +105,7 @@ struct HandlerInfo {
   std::uint32_t plugin_abi_major = 0;
   std::uint32_t plugin_abi_minor = 0;
   std::uint64_t generation = 0;  // which load/reload of the host registered it (1, 2, ...)
+  IsolationMode isolation = IsolationMode::kInProcess;  // where its calls run
 };
 
 struct HostCounters {
@@ -166,6 +176,12 @@ class Host {
   // The errors of the last load or reload.
   std::vector<LoadError> load_errors() const;
   HostCounters counters() const;
+  // One entry per process-mode plugin of the current registry.
+  std::vector<IsolationStats> isolation_stats() const;
+
+  // Empty when the handler's jobs may be admitted; else why not (a
+  // process-mode plugin marked unhealthy after repeated runner crashes).
+  std::string unavailable(const HandlerRef& handler) const;
 
   // Calls the handler on this thread. Input over the handler's max_input_bytes,
   // a non-zero status, a C++ exception, output over max_output_bytes, or an OK

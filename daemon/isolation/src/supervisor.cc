@@ -1,0 +1,723 @@
+// The Supervisor of one process-mode plugin: its runners, the calls it relays,
+// and what it does when a runner fails. Invariants S1-S3 in supervisor.h, the
+// channel's W1-W5 in wire.h.
+#include "tpool/isolation/supervisor.h"
+
+#include <poll.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "spawn.h"
+#include "tpool/common/mutex.h"
+#include "tpool/isolation/wire.h"
+#include "tpool/plugin.h"
+#include "tpool/plugin_host/host.h"
+
+namespace tpool::isolation {
+
+using plugin_host::InvokeResult;
+using plugin_host::JobCode;
+using plugin_host::JobServices;
+using plugin_host::LogLevel;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// How often a worker waiting for its runner looks at the job's cancellation
+// and deadline: the engine's deadline thread's period (20 ms).
+constexpr auto kWatchPeriod = std::chrono::milliseconds(20);
+constexpr auto kBackoffFirst = std::chrono::milliseconds(100);  // picked by hand
+constexpr auto kBackoffCap = std::chrono::milliseconds(5000);   // picked by hand
+
+bool send_all(int fd, const std::string& bytes) {
+  const char* p = bytes.data();
+  std::size_t n = bytes.size();
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+struct Runner {
+  pid_t pid = -1;
+  int fd = -1;
+  wire::FrameBuffer in;
+  ~Runner() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads into r.in; false on EOF or error (the runner is gone).
+bool fill(Runner& r) {
+  char* p = r.in.space(64 * 1024);
+  ssize_t n;
+  while ((n = ::read(r.fd, p, 64 * 1024)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0) {
+    r.in.commit(0);
+    return false;
+  }
+  r.in.commit(static_cast<std::size_t>(n));
+  return true;
+}
+
+std::string syscall_name(std::uint64_t nr) {
+  char* name = ::seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, static_cast<int>(nr));
+  std::string s = name != nullptr ? name : "#" + std::to_string(nr);
+  std::free(name);
+  return s;
+}
+
+std::string signal_name(int sig) {
+  const char* name = ::sigabbrev_np(sig);
+  return name != nullptr ? std::string("SIG") + name : "signal " + std::to_string(sig);
+}
+
+// The one runner fault of a job, for its sentence.
+struct FaultInfo {
+  std::optional<wire::Fault> kind;
+  std::uint64_t value = 0;
+};
+
+enum class Cause : std::uint8_t { kCrash, kTimeLimit, kMemory, kCpu, kDenied };
+
+class Supervisor final : public plugin_host::IsolatedPlugin {
+ public:
+  Supervisor(plugin_host::IsolatedLoad load, SupervisorOptions options)
+      : load_(std::move(load)), options_(std::move(options)) {}
+
+  ~Supervisor() override {
+    // No call is in progress: every call holds a HandlerRef, which holds us.
+    std::vector<std::unique_ptr<Runner>> runners;
+    {
+      MutexLock lock(mu_);
+      for (auto& s : slots_) {
+        if (s.runner) runners.push_back(std::move(s.runner));
+      }
+    }
+    for (auto& r : runners) end_runner(std::move(r));
+  }
+
+  Status start() {
+    {
+      MutexLock lock(mu_);
+      slots_.resize(std::max<std::uint32_t>(1, load_.settings.runners));
+    }
+    for (std::size_t i = 0; i < load_.settings.runners; ++i) {
+      std::string notes;
+      auto r = start_runner(notes);
+      if (!r.ok()) return r.status();
+      if (i == 0 && !notes.empty()) {
+        // Said once per load: the feature the runners go without.
+        load_.log(LogLevel::kWarn, load_.plugin_name,
+                  "its runners are confined without what this environment refuses: " + notes);
+      }
+      MutexLock lock(mu_);
+      slots_[i].runner = std::move(r).value();
+    }
+    return Status::Ok();
+  }
+
+  std::string unavailable() const override {
+    MutexLock lock(mu_);
+    return unhealthy_why_;
+  }
+
+  plugin_host::IsolationStats stats() const override {
+    plugin_host::IsolationStats s;
+    s.plugin = load_.plugin_name;
+    {
+      MutexLock lock(mu_);
+      for (const auto& slot : slots_) s.runners_alive += slot.runner ? 1 : 0;
+      s.healthy = unhealthy_why_.empty();
+    }
+    auto get = [](const std::atomic<std::uint64_t>& c) {
+      return c.load(std::memory_order_relaxed);  // (S3)
+    };
+    s.restarts_crash = get(restarts_[static_cast<int>(Cause::kCrash)]);
+    s.restarts_time_limit = get(restarts_[static_cast<int>(Cause::kTimeLimit)]);
+    s.restarts_memory = get(restarts_[static_cast<int>(Cause::kMemory)]);
+    s.restarts_cpu = get(restarts_[static_cast<int>(Cause::kCpu)]);
+    s.restarts_denied = get(restarts_[static_cast<int>(Cause::kDenied)]);
+    s.jobs_lost = get(jobs_lost_);
+    return s;
+  }
+
+  InvokeResult invoke(const plugin_host::HandlerInfo& handler, std::string_view input,
+                      JobServices& services) override;
+
+  void retire() override {
+    std::vector<std::unique_ptr<Runner>> idle;
+    {
+      MutexLock lock(mu_);
+      retired_ = true;
+      for (auto& s : slots_) {
+        if (!s.busy && s.runner) {
+          idle.push_back(std::move(s.runner));
+          s.restart_at = Clock::time_point{};  // started again only if a late job needs it
+        }
+      }
+    }
+    for (auto& r : idle) end_runner(std::move(r));
+  }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Runner> runner;  // null: dead, restarts at restart_at
+    bool busy = false;               // (S2) checked out by one worker
+    Clock::time_point restart_at{};
+  };
+
+  Result<std::unique_ptr<Runner>> start_runner(std::string& notes);
+  // Checks out a slot with a live runner (S2); nullopt when the job was
+  // cancelled while it waited, or the plugin is unhealthy (why set).
+  std::optional<std::size_t> checkout(JobServices& services, std::string& why);
+  void checkin(std::size_t slot, std::unique_ptr<Runner> runner, bool ok_job);
+  // Records a runner's death (not a time-limit kill) towards crash_limit.
+  void record_crash(const std::string& what) REQUIRES(mu_);
+  std::vector<std::string> runner_argv() const;
+  // Closes an idle runner's channel (it runs fini and exits) and reaps it.
+  static void end_runner(std::unique_ptr<Runner> r) {
+    ::close(std::exchange(r->fd, -1));
+    // A second for fini and _exit; picked by hand.
+    (void)detail::reap_within(r->pid, std::chrono::milliseconds(1000));
+  }
+
+  std::string who(const plugin_host::HandlerInfo& h) const {
+    return "handler '" + h.name + "' (" + plugin_ref() + ")";
+  }
+  std::string plugin_ref() const {
+    return "plugin '" + load_.plugin_name + "' " + load_.plugin_version;
+  }
+  std::string failure_sentence(const plugin_host::HandlerInfo& h, pid_t pid, int status,
+                               const FaultInfo& fault, JobServices& services, JobCode& code,
+                               Cause& cause) const;
+
+  plugin_host::IsolatedLoad load_;
+  SupervisorOptions options_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<Slot> slots_ GUARDED_BY(mu_);
+  std::deque<Clock::time_point> crashes_ GUARDED_BY(mu_);
+  std::uint32_t consecutive_crashes_ GUARDED_BY(mu_) = 0;
+  std::string unhealthy_why_ GUARDED_BY(mu_);
+  bool retired_ GUARDED_BY(mu_) = false;  // a reload replaced this generation
+  std::atomic<std::uint64_t> next_job_{1};
+  std::atomic<std::uint64_t> restarts_[5] = {};
+  std::atomic<std::uint64_t> jobs_lost_{0};
+};
+
+std::vector<std::string> Supervisor::runner_argv() const {
+  const auto& s = load_.settings;
+  std::vector<std::string> a = {resolve_runner_path(options_.runner_path),
+                                "--protocol",
+                                std::to_string(wire::kProtocol),
+                                "--daemon-pid",
+                                std::to_string(::getpid()),
+                                "--plugin",
+                                load_.file,
+                                "--name",
+                                load_.plugin_name,
+                                "--address-space-mb",
+                                std::to_string(s.address_space_mb),
+                                "--open-files",
+                                std::to_string(s.open_files),
+                                "--cpu-ms-per-job",
+                                std::to_string(s.cpu_seconds_per_job * 1000),
+                                "--max-output-bytes",
+                                std::to_string(load_.max_output_bytes)};
+  for (const auto& name : s.allow_syscalls) {
+    a.push_back("--allow-syscall");
+    a.push_back(name);
+  }
+  return a;
+}
+
+Result<std::unique_ptr<Runner>> Supervisor::start_runner(std::string& notes) {
+  auto spawned = detail::spawn_runner(runner_argv());
+  if (!spawned.ok()) return spawned.status();
+  auto r = std::make_unique<Runner>();
+  r->pid = spawned.value().pid;
+  r->fd = spawned.value().fd;
+  std::string init;
+  wire::FrameWriter w(init, wire::Type::kInit, 0);
+  w.bytes(load_.config);
+  w.finish();
+  auto fail = [&](std::string why) -> Status {
+    (void)detail::kill_and_reap(r->pid);
+    return Status::FailedPrecondition(std::move(why));
+  };
+  if (!send_all(r->fd, init)) {
+    int status = detail::reap_within(r->pid, std::chrono::milliseconds(1000));
+    return Status::FailedPrecondition("the runner ended before it read its start-up frame (" +
+                                      detail::describe_wait_status(status) + ")");
+  }
+  const auto until = Clock::now() + options_.start_timeout;
+  for (;;) {
+    bool bad = false;
+    if (auto f = r->in.next(bad)) {
+      wire::BodyReader body(f->body);
+      switch (f->header.type) {
+        case wire::Type::kLog: {
+          auto level = static_cast<LogLevel>(std::clamp(body.i32(), 0, 3));
+          load_.log(level, load_.plugin_name, body.bytes());
+          continue;
+        }
+        case wire::Type::kReady:
+          notes = std::string(body.bytes());
+          return r;
+        case wire::Type::kInitFailed: {
+          std::int32_t st = body.i32();
+          std::string msg(body.bytes());
+          (void)detail::reap_within(r->pid, std::chrono::milliseconds(1000));
+          return Status::FailedPrecondition(
+              "init in the runner returned " + std::to_string(st) + ": " + msg +
+              "; fix its config string ([plugins.config] " + load_.plugin_name + ") or the plugin");
+        }
+        default:
+          return fail("the runner sent an unexpected frame at start-up");
+      }
+    }
+    if (bad) return fail("the runner sent a malformed frame at start-up");
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) {
+      return fail("the runner did not report ready within " +
+                  std::to_string(options_.start_timeout.count()) +
+                  " ms (dlopen, init and confinement); it was killed");
+    }
+    pollfd p{r->fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno != EINTR) return fail(std::string("poll failed: ") + std::strerror(errno));
+    if (rc > 0 && !fill(*r)) {
+      int status = detail::reap_within(r->pid, std::chrono::milliseconds(1000));
+      return Status::FailedPrecondition("the runner ended during start-up (" +
+                                        detail::describe_wait_status(status) + ")");
+    }
+  }
+}
+
+void Supervisor::record_crash(const std::string& what) {
+  const auto now = Clock::now();
+  crashes_.push_back(now);
+  while (!crashes_.empty() && now - crashes_.front() > load_.settings.crash_window) {
+    crashes_.pop_front();
+  }
+  ++consecutive_crashes_;
+  if (unhealthy_why_.empty() && load_.settings.crash_limit != 0 &&
+      crashes_.size() >= load_.settings.crash_limit) {
+    unhealthy_why_ =
+        "plugin '" + load_.plugin_name + "' is unhealthy: its runners failed " +
+        std::to_string(crashes_.size()) + " times within " +
+        std::to_string(load_.settings.crash_window.count()) + " ms (crash_limit " +
+        std::to_string(load_.settings.crash_limit) + "; the last: " + what +
+        "); it takes no new jobs until it is reloaded (SIGHUP or tpoolctl reload) after a fix";
+    load_.log(LogLevel::kError, load_.plugin_name, unhealthy_why_);
+  }
+}
+
+std::optional<std::size_t> Supervisor::checkout(JobServices& services, std::string& why) {
+  MutexLock lock(mu_);
+  for (;;) {
+    if (!unhealthy_why_.empty()) {
+      why = unhealthy_why_;
+      return std::nullopt;
+    }
+    const auto now = Clock::now();
+    Clock::time_point next_restart = Clock::time_point::max();
+    std::optional<std::size_t> dead;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.busy) continue;
+      if (s.runner) {
+        s.busy = true;  // (S2)
+        return i;
+      }
+      if (s.restart_at <= now) {
+        dead = i;
+      } else {
+        next_restart = std::min(next_restart, s.restart_at);
+      }
+    }
+    if (dead) {
+      slots_[*dead].busy = true;  // (S2) restarted by this worker, outside the lock
+      lock.unlock();
+      std::string notes;
+      auto r = start_runner(notes);
+      lock.lock();
+      if (r.ok()) {
+        slots_[*dead].runner = std::move(r).value();
+        return dead;
+      }
+      slots_[*dead].busy = false;
+      record_crash("a restart failed: " + r.status().message());
+      slots_[*dead].restart_at =
+          Clock::now() +
+          std::min<Clock::duration>(kBackoffCap,
+                                    kBackoffFirst * (1u << std::min(consecutive_crashes_, 6u)));
+      continue;
+    }
+    if (services.is_cancelled()) {
+      why.clear();
+      return std::nullopt;
+    }
+    cv_.wait_until(lock, std::min(next_restart, Clock::now() + kWatchPeriod));
+  }
+}
+
+void Supervisor::checkin(std::size_t slot, std::unique_ptr<Runner> runner, bool ok_job) {
+  MutexLock lock(mu_);
+  Slot& s = slots_[slot];
+  s.busy = false;
+  if (runner && retired_) {
+    s.restart_at = Clock::time_point{};
+    lock.unlock();
+    end_runner(std::move(runner));
+    return;
+  }
+  if (runner) {
+    s.runner = std::move(runner);
+    if (ok_job) consecutive_crashes_ = 0;
+  } else {
+    // Backoff before the slot's next runner: 100 ms doubling to the cap.
+    const std::uint32_t n = std::min(consecutive_crashes_ == 0 ? 0u : consecutive_crashes_ - 1, 6u);
+    s.restart_at = Clock::now() + std::min<Clock::duration>(kBackoffCap, kBackoffFirst * (1u << n));
+  }
+  cv_.notify_all();
+}
+
+std::string Supervisor::failure_sentence(const plugin_host::HandlerInfo& h, pid_t pid, int status,
+                                         const FaultInfo& fault, JobServices& services,
+                                         JobCode& code, Cause& cause) const {
+  const std::string runner = "runner " + std::to_string(pid);
+  const std::string attempt = " on attempt " + std::to_string(services.attempt());
+  const std::string mb = std::to_string(load_.settings.address_space_mb);
+  code = JobCode::kInternal;
+  cause = Cause::kCrash;
+  if (fault.kind == wire::Fault::kDeniedSyscall) {
+    cause = Cause::kDenied;
+    code = JobCode::kPermanent;
+    const std::string name = syscall_name(fault.value);
+    return "handler '" + h.name + "' called the system call '" + name +
+           "', which the runner's seccomp filter denies: " + runner + " was stopped" + attempt +
+           " and replaced; if plugin '" + load_.plugin_name + "' needs it, add \"" + name +
+           "\" to allow_syscalls in [plugins.isolation." + load_.plugin_name + "]";
+  }
+  if (fault.kind == wire::Fault::kOutOfMemory) {
+    cause = Cause::kMemory;
+    return "handler '" + h.name + "' ran out of memory in " + runner +
+           ": an allocation failed (std::bad_alloc) under its address-space limit of " + mb +
+           " MiB (address_space_mb)" + attempt +
+           "; the runner was replaced. Make the job use less memory or raise the limit";
+  }
+  if (fault.kind == wire::Fault::kSignalNearAs) {
+    cause = Cause::kMemory;
+    return "handler '" + h.name + "' crashed: " + signal_name(static_cast<int>(fault.value)) +
+           " in " + runner + " with its address space at its limit of " + mb +
+           " MiB (address_space_mb): it ran out of memory" + attempt +
+           "; the runner was replaced. Make the job use less memory or raise the limit";
+  }
+  if (fault.kind == wire::Fault::kCpuLimit) {
+    cause = Cause::kCpu;
+    code = JobCode::kPermanent;
+    return "handler '" + h.name + "' used " + std::to_string(fault.value) +
+           " ms of CPU time, over its limit of " +
+           std::to_string(load_.settings.cpu_seconds_per_job) +
+           " s (cpu_seconds_per_job): " + runner + " was stopped" + attempt + " and replaced";
+  }
+  std::string how = detail::describe_wait_status(status);
+  if (WIFEXITED(status)) {
+    return "handler '" + h.name + "' ended " + runner + " (" + plugin_ref() + ", " + how +
+           ") in the middle of the job" + attempt + "; the runner was replaced";
+  }
+  return "handler '" + h.name + "' crashed: " + how + " in " + runner + " (" + plugin_ref() + ")" +
+         attempt + "; the runner was replaced";
+}
+
+InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_view input,
+                                JobServices& services) {
+  InvokeResult res;
+  std::string why;
+  auto slot = checkout(services, why);
+  if (!slot) {
+    if (why.empty()) {  // cancelled or past its deadline while no runner was free
+      const bool deadline = services.deadline_passed();
+      res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
+      res.message = "the job was " + std::string(deadline ? "past its deadline" : "cancelled") +
+                    " before a runner of plugin '" + load_.plugin_name + "' was free";
+    } else {
+      res.code = JobCode::kPermanent;  // retrying cannot help until a reload
+      res.message = std::move(why);
+    }
+    return res;
+  }
+  std::unique_ptr<Runner> r;
+  {
+    MutexLock lock(mu_);
+    r = std::move(slots_[*slot].runner);  // (S2) ours until checkin
+  }
+  // An idle runner writes nothing (W1): readable means it is gone (killed
+  // from outside, or its plugin's own thread crashed it). Replace it before
+  // the job is sent, so the job is not blamed for it.
+  while (r) {
+    pollfd idle{r->fd, POLLIN, 0};
+    if (::poll(&idle, 1, 0) == 0) break;
+    const pid_t pid = r->pid;
+    const std::string how =
+        detail::describe_wait_status(detail::reap_within(pid, std::chrono::milliseconds(1000)));
+    r.reset();
+    restarts_[static_cast<int>(Cause::kCrash)].fetch_add(1, std::memory_order_relaxed);
+    load_.log(
+        LogLevel::kWarn, load_.plugin_name,
+        "runner " + std::to_string(pid) + " ended while idle (" + how + "); starting another");
+    std::string notes;
+    auto fresh = start_runner(notes);
+    if (fresh.ok()) {
+      r = std::move(fresh).value();
+      break;
+    }
+    {
+      MutexLock lock(mu_);
+      record_crash("runner " + std::to_string(pid) + " ended while idle (" + how +
+                   ") and could not be restarted: " + fresh.status().message());
+    }
+    checkin(*slot, nullptr, false);
+    slot = checkout(services, why);
+    if (!slot) {
+      res.code = why.empty() ? JobCode::kCancelled : JobCode::kPermanent;
+      res.message = why.empty() ? "the job was cancelled before a runner of plugin '" +
+                                      load_.plugin_name + "' was free"
+                                : why;
+      return res;
+    }
+    MutexLock lock(mu_);
+    r = std::move(slots_[*slot].runner);
+  }
+  const std::uint64_t id = next_job_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::string frame;
+    wire::FrameWriter w(frame, wire::Type::kJob, id);
+    auto left = services.remaining();
+    std::int64_t remaining = -1;
+    if (left) remaining = std::max<std::int64_t>(0, left->count());
+    w.bytes(h.name)
+        .u32(services.attempt())
+        .i64(remaining)
+        .u32(services.is_cancelled() ? 1 : 0)
+        .bytes(input);
+    w.finish();
+    (void)send_all(r->fd, frame);  // a failure shows as EOF below
+  }
+  FaultInfo fault;
+  // A job cancelled before it was sent went with its flag set (kJob).
+  bool cancel_sent = false;
+  std::optional<Clock::time_point> cancelled_at;
+  bool killed = false;
+  for (;;) {
+    bool bad = false;
+    std::optional<wire::FrameBuffer::Frame> f;
+    while (!killed && (f = r->in.next(bad))) {
+      wire::BodyReader body(f->body);
+      switch (f->header.type) {
+        case wire::Type::kLog: {
+          auto level = static_cast<LogLevel>(std::clamp(body.i32(), 0, 3));
+          std::string_view msg = body.bytes();
+          if (f->header.job == 0) {
+            load_.log(level, load_.plugin_name, msg);
+          } else {
+            services.log(level, msg);
+          }
+          break;
+        }
+        case wire::Type::kProgress: {
+          double frac = body.f64();
+          services.progress(std::clamp(frac, 0.0, 1.0), body.bytes());
+          break;
+        }
+        case wire::Type::kChildren: {
+          std::string child(body.bytes());
+          const std::uint64_t n = body.u64();
+          std::vector<std::string> owned;
+          for (std::uint64_t i = 0; i < n && body.ok(); ++i) owned.emplace_back(body.bytes());
+          std::vector<std::string_view> inputs(owned.begin(), owned.end());
+          std::vector<InvokeResult> got = services.run_children(child, inputs);
+          std::string reply;
+          wire::FrameWriter w(reply, wire::Type::kChildrenResult, id);
+          w.u64(got.size());
+          for (const auto& c : got) {
+            w.i32(c.plugin_status != 0 ? c.plugin_status : static_cast<std::int32_t>(c.code))
+                .bytes(c.message)
+                .bytes(c.output);
+          }
+          w.finish();
+          (void)send_all(r->fd, reply);
+          break;
+        }
+        case wire::Type::kFault:
+          if (f->body.size() < 9) {
+            bad = true;
+            break;
+          }
+          fault.kind = static_cast<wire::Fault>(static_cast<std::uint8_t>(f->body[0]));
+          std::memcpy(&fault.value, f->body.data() + 1, 8);
+          break;
+        case wire::Type::kResult: {
+          const std::int32_t status = body.i32();
+          const bool overflow = body.u32() != 0;
+          const std::uint64_t attempted = body.u64();
+          (void)body.u32();
+          std::string msg(body.bytes());
+          std::string out(body.bytes());
+          checkin(*slot, std::move(r), true);
+          if (overflow) {
+            res.code = JobCode::kOutputTooLarge;
+            res.plugin_status = status;
+            res.message = who(h) + " tried to produce " + std::to_string(attempted) +
+                          " bytes of output, over the limit of " +
+                          std::to_string(load_.max_output_bytes) +
+                          " bytes (max_output_bytes): raise the daemon's output limit or make "
+                          "the job return less";
+          } else if (status != TPOOL_STATUS_OK) {
+            res.plugin_status = status;
+            res.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
+                           ? static_cast<JobCode>(status)
+                           : JobCode::kError;
+            if (status == TPOOL_STATUS_INTERNAL && msg.rfind("threw", 0) == 0) {
+              msg = who(h) + " " + msg;
+            }
+            res.message = !msg.empty() ? std::move(msg)
+                                       : who(h) + " failed with status " + std::to_string(status) +
+                                             " and gave no message";
+          } else if (services.is_cancelled()) {
+            (void)services.claim_ignored_cancellation();
+            const bool deadline = services.deadline_passed();
+            res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
+            res.message = "the job was " +
+                          std::string(deadline ? "past its deadline" : "cancelled") + " when " +
+                          who(h) + " returned; its output is discarded";
+          } else {
+            res.output = std::move(out);
+            res.message = std::move(msg);
+          }
+          return res;
+        }
+        default:
+          bad = true;
+          break;
+      }
+      if (bad) break;
+    }
+    // The runner is gone (EOF, a malformed frame, or killed at the time
+    // limit): reap it, word the job's end, free the slot for a restart (W2).
+    auto runner_gone = [&](bool time_limit) {
+      const pid_t pid = r->pid;
+      int status = time_limit || bad ? detail::kill_and_reap(pid)
+                                     : detail::reap_within(pid, std::chrono::milliseconds(1000));
+      r.reset();
+      jobs_lost_.fetch_add(1, std::memory_order_relaxed);
+      if (time_limit) {
+        const bool deadline = services.deadline_passed();
+        res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
+        res.message = who(h) + " did not return within cancel_grace_ms (" +
+                      std::to_string(options_.cancel_grace.count()) + " ms) after its job was " +
+                      (deadline ? "past its deadline" : "cancelled") + ": runner " +
+                      std::to_string(pid) + " was killed and replaced";
+        restarts_[static_cast<int>(Cause::kTimeLimit)].fetch_add(1, std::memory_order_relaxed);
+        load_.log(LogLevel::kWarn, load_.plugin_name, res.message);
+        checkin(*slot, nullptr, false);
+        return;
+      }
+      Cause cause = Cause::kCrash;
+      res.message = bad ? who(h) + ": runner " + std::to_string(pid) +
+                              " broke the channel's protocol and was replaced"
+                        : failure_sentence(h, pid, status, fault, services, res.code, cause);
+      restarts_[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
+      load_.log(LogLevel::kError, load_.plugin_name, res.message);
+      {
+        MutexLock lock(mu_);
+        record_crash(res.message);
+      }
+      checkin(*slot, nullptr, false);
+    };
+    if (bad) {
+      runner_gone(false);
+      return res;
+    }
+    // Hard time limit (W3): cancelled or past the deadline, told, and still
+    // running cancel_grace later.
+    if (services.is_cancelled()) {
+      const auto now = Clock::now();
+      if (!cancel_sent) {
+        std::string c;
+        wire::FrameWriter w(c, wire::Type::kCancel, id);
+        w.finish();
+        (void)send_all(r->fd, c);
+        cancel_sent = true;
+        cancelled_at = now;
+      } else if (now - *cancelled_at >= options_.cancel_grace) {
+        runner_gone(true);
+        return res;
+      }
+    }
+    pollfd p{r->fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(kWatchPeriod.count()));
+    if (rc > 0 && !fill(*r)) {
+      // EOF: take the frames already buffered (a kFault) before the end.
+      while ((f = r->in.next(bad))) {
+        if (f->header.type == wire::Type::kFault && f->body.size() >= 9) {
+          fault.kind = static_cast<wire::Fault>(static_cast<std::uint8_t>(f->body[0]));
+          std::memcpy(&fault.value, f->body.data() + 1, 8);
+        }
+      }
+      bad = false;
+      runner_gone(false);
+      return res;
+    }
+  }
+}
+
+}  // namespace
+
+std::string resolve_runner_path(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "tpool-runner";
+  return (exe.parent_path() / "tpool-runner").string();
+}
+
+std::vector<std::string> unknown_syscalls(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (::seccomp_syscall_resolve_name(n.c_str()) == __NR_SCMP_ERROR) out.push_back(n);
+  }
+  return out;
+}
+
+plugin_host::IsolationFactory make_factory(SupervisorOptions options) {
+  return
+      [options](
+          plugin_host::IsolatedLoad load) -> Result<std::shared_ptr<plugin_host::IsolatedPlugin>> {
+        auto s = std::make_shared<Supervisor>(std::move(load), options);
+        if (Status st = s->start(); !st.ok()) return st;
+        return std::shared_ptr<plugin_host::IsolatedPlugin>(std::move(s));
+      };
+}
+
+}  // namespace tpool::isolation

@@ -1,0 +1,455 @@
+// Process isolation (issue 18): a real tpoold whose plugins run in
+// tpool-runner processes, against the isolation_bad test plugin (segfault,
+// abort, a spin that ignores cancellation, an unchecked allocation at the
+// address-space limit, a system call the seccomp filter denies) with the
+// example plugins' jobs in flight on the same daemon. Each fault must end
+// only its own job, with its sentence; the others end normally; the daemon
+// keeps serving; the runner is replaced (a new pid). Every wait is on a
+// condition (a job's end, a pid's exit through pidfd), bounded, so a hang is
+// a failure, not a stuck test.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "../metrics/metrics_test_util.h"
+#include "daemon_process.h"
+
+namespace tpool::testing {
+namespace {
+
+using tpool::v1::JOB_STATE_CANCELLED;
+using tpool::v1::JOB_STATE_FAILED;
+using tpool::v1::JOB_STATE_RUNNING;
+using tpool::v1::JOB_STATE_SUCCEEDED;
+using tpool::v1::JOB_STATE_TIMED_OUT;
+
+std::vector<std::string> bad_args() {
+  return {"--plugin-dir", TPOOL_ISOLATION_PLUGIN_DIR};
+}
+
+// Every plugin in process mode; the sleep plugin with enough runners for the
+// jobs kept in flight; isolation_bad with one runner (so "replaced" is one
+// pid) and no crash limit unless a test sets one.
+std::string process_config(const std::string& bad_extra = "") {
+  return std::string("[metrics]\nenabled = false\n") +
+         "[server]\ncancel_grace_ms = 300\n"
+         "[pool]\nmax_threads = 4\nblocking_workers = 8\n"
+         "[plugins.isolation]\nmode = \"process\"\nrunners = 2\n"
+         "[plugins.isolation.sleep]\nrunners = 4\n"
+         "[plugins.isolation.isolation_bad]\nrunners = 1\naddress_space_mb = 256\n" +
+         (bad_extra.find("crash_limit") == std::string::npos ? "crash_limit = 0\n" : "") +
+         bad_extra;
+}
+
+std::uint64_t submit(DaemonProcess& d, const std::string& handler, const std::string& payload,
+                     std::uint64_t timeout_ms = 0) {
+  grpc::ClientContext c;
+  tpool::v1::JobRequest req = job(handler, payload);
+  req.set_timeout_ms(timeout_ms);
+  tpool::v1::JobRef ref;
+  grpc::Status s = d.jobs().Submit(&c, req, &ref);
+  EXPECT_TRUE(s.ok()) << handler << ": " << s.error_message();
+  return ref.job_id();
+}
+
+tpool::v1::JobStatus get(DaemonProcess& d, std::uint64_t id) {
+  grpc::ClientContext c;
+  tpool::v1::JobRef ref;
+  ref.set_job_id(id);
+  tpool::v1::JobStatus st;
+  grpc::Status s = d.jobs().Get(&c, ref, &st);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return st;
+}
+
+// Blocks until the job ends (Wait), bounded by a minute.
+tpool::v1::JobResult wait_job(DaemonProcess& d, std::uint64_t id) {
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  tpool::v1::WaitRequest req;
+  req.set_job_id(id);
+  tpool::v1::JobResult r;
+  grpc::Status s = d.jobs().Wait(&c, req, &r);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return r;
+}
+
+tpool::v1::JobResult execute(DaemonProcess& d, const std::string& handler,
+                             const std::string& payload, grpc::Status* status = nullptr) {
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  tpool::v1::JobResult r;
+  grpc::Status s = d.jobs().Execute(&c, job(handler, payload), &r);
+  if (status != nullptr) {
+    *status = s;
+  } else {
+    EXPECT_TRUE(s.ok()) << handler << ": " << s.error_message();
+  }
+  return r;
+}
+
+pid_t runner_pid(DaemonProcess& d) {
+  tpool::v1::JobResult r = execute(d, "iso_pid", "");
+  EXPECT_EQ(r.state(), JOB_STATE_SUCCEEDED) << r.message();
+  return static_cast<pid_t>(std::atoll(r.output().c_str()));
+}
+
+// The children of pid, from /proc (a runner's parent is tpoold).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (dirent* e = ::readdir(dir)) {
+    pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(pid);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+// A handle on a process that is not our child: its pidfd becomes readable
+// when it exits (no polling of /proc, no sleep).
+class PidWatch {
+ public:
+  explicit PidWatch(pid_t pid)
+      : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+  ~PidWatch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  PidWatch(const PidWatch&) = delete;
+  PidWatch& operator=(const PidWatch&) = delete;
+  bool valid() const { return fd_ >= 0; }
+  pid_t pid() const { return pid_; }
+  bool exited_within(std::chrono::milliseconds t) const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(t.count())) == 1;
+  }
+
+ private:
+  pid_t pid_;
+  int fd_;
+};
+
+// Jobs of the example plugins kept in flight across a fault: sleep jobs
+// (their runners are busy when the fault happens) and echo jobs.
+struct Bystanders {
+  std::vector<std::uint64_t> sleeps, echoes;
+  void start(DaemonProcess& d) {
+    for (int i = 0; i < 4; ++i) sleeps.push_back(submit(d, "sleep", "1500"));
+    for (int i = 0; i < 8; ++i) echoes.push_back(submit(d, "echo", "e" + std::to_string(i)));
+    // In flight for real: every sleep has reached its runner.
+    for (auto id : sleeps) {
+      ASSERT_TRUE(eventually([&] { return get(d, id).state() == JOB_STATE_RUNNING; },
+                             std::chrono::seconds(30)))
+          << d.log();
+    }
+  }
+  void expect_all_succeeded(DaemonProcess& d) {
+    for (auto id : sleeps) {
+      tpool::v1::JobResult r = wait_job(d, id);
+      EXPECT_EQ(r.state(), JOB_STATE_SUCCEEDED) << r.message();
+      EXPECT_EQ(r.output(), "slept 1500 ms");
+    }
+    for (std::size_t i = 0; i < echoes.size(); ++i) {
+      tpool::v1::JobResult r = wait_job(d, echoes[i]);
+      EXPECT_EQ(r.state(), JOB_STATE_SUCCEEDED) << r.message();
+      EXPECT_EQ(r.output(), "e" + std::to_string(i));
+    }
+  }
+};
+
+class IsolationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // No core files from the runners and daemons these tests crash.
+    rlimit none{0, 0};
+    ::getrlimit(RLIMIT_CORE, &saved_);
+    ::setrlimit(RLIMIT_CORE, &none);
+  }
+  void TearDown() override { ::setrlimit(RLIMIT_CORE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+struct Fault {
+  const char* handler;
+  tpool::v1::JobState state;
+  const char* message;  // a regex the job's message must match
+};
+
+class IsolationFaultTest : public IsolationTest, public ::testing::WithParamInterface<Fault> {};
+
+TEST_P(IsolationFaultTest, OnlyTheBadJobFailsWithItsSentenceAndTheRunnerIsReplaced) {
+  const Fault& f = GetParam();
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const pid_t before = runner_pid(d);
+  ASSERT_GT(before, 0);
+  PidWatch old_runner(before);
+  ASSERT_TRUE(old_runner.valid());
+
+  Bystanders others;
+  others.start(d);
+  const std::string handler = f.handler;
+  // The spin has a timeout: the hard time limit ends it.
+  std::uint64_t bad = submit(d, handler, "", handler == "iso_spin" ? 300 : 0);
+  tpool::v1::JobResult r = wait_job(d, bad);
+  EXPECT_EQ(r.state(), f.state) << r.message();
+  EXPECT_TRUE(std::regex_search(r.message(), std::regex(f.message))) << r.message() << "\n"
+                                                                     << d.log();
+
+  others.expect_all_succeeded(d);
+  // The runner that held the job is gone and another serves the plugin.
+  EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
+  const pid_t after = runner_pid(d);
+  EXPECT_GT(after, 0);
+  EXPECT_NE(after, before);
+  // The daemon keeps serving, in both lanes.
+  EXPECT_EQ(execute(d, "echo", "still here").output(), "still here");
+  EXPECT_EQ(execute(d, "sleep", "1").state(), JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, IsolationFaultTest,
+    ::testing::Values(
+        Fault{"iso_segv", JOB_STATE_FAILED,
+              "^handler 'iso_segv' crashed: SIGSEGV in runner [0-9]+ \\(plugin 'isolation_bad' "
+              "1\\.0\\.0\\) on attempt 1; the runner was replaced$"},
+        Fault{"iso_abort", JOB_STATE_FAILED,
+              "^handler 'iso_abort' crashed: SIGABRT in runner [0-9]+ \\(plugin 'isolation_bad' "
+              "1\\.0\\.0\\) on attempt 1; the runner was replaced$"},
+        Fault{"iso_hog", JOB_STATE_FAILED,
+              "^handler 'iso_hog' crashed: SIGSEGV in runner [0-9]+ with its address space at "
+              "its limit of 256 MiB \\(address_space_mb\\): it ran out of memory"},
+        Fault{"iso_socket", JOB_STATE_FAILED,
+              "^handler 'iso_socket' called the system call 'socket', which the runner's "
+              "seccomp filter denies: runner [0-9]+ was stopped on attempt 1 and replaced; if "
+              "plugin 'isolation_bad' needs it, add \"socket\" to allow_syscalls in "
+              "\\[plugins\\.isolation\\.isolation_bad\\]$"},
+        Fault{"iso_spin", JOB_STATE_TIMED_OUT, "deadline|timed out|timeout"}),
+    [](const ::testing::TestParamInfo<Fault>& i) { return std::string(i.param.handler); });
+
+TEST_F(IsolationTest, TheSpinnerPastItsDeadlinePlusCancelGraceHasItsRunnerKilled) {
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const pid_t before = runner_pid(d);
+  PidWatch old_runner(before);
+  std::uint64_t id = submit(d, "iso_spin", "", 200);
+  EXPECT_EQ(wait_job(d, id).state(), JOB_STATE_TIMED_OUT);
+  // The engine answered at the deadline; the runner dies cancel_grace_ms
+  // (300) later, and the supervisor says so.
+  EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
+  EXPECT_TRUE(eventually([&] {
+    return d.log().find(
+               "did not return within cancel_grace_ms (300 ms) after its job was past "
+               "its deadline: runner " +
+               std::to_string(before) + " was killed and replaced") != std::string::npos;
+  })) << d.log();
+  EXPECT_NE(runner_pid(d), before);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, ACancelledSpinnerHasItsRunnerKilledAfterTheGrace) {
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const pid_t before = runner_pid(d);
+  PidWatch old_runner(before);
+  std::uint64_t id = submit(d, "iso_spin", "");
+  ASSERT_TRUE(eventually([&] { return get(d, id).state() == JOB_STATE_RUNNING; }));
+  {
+    grpc::ClientContext c;
+    tpool::v1::JobRef ref;
+    ref.set_job_id(id);
+    tpool::v1::CancelReply reply;
+    ASSERT_TRUE(d.jobs().Cancel(&c, ref, &reply).ok());
+  }
+  EXPECT_EQ(wait_job(d, id).state(), JOB_STATE_CANCELLED);
+  EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
+  EXPECT_NE(runner_pid(d), before);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, AJobOverItsCpuLimitFailsSayingSo) {
+  DaemonProcess d(process_config("cpu_seconds_per_job = 1\n"), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  tpool::v1::JobResult r = wait_job(d, submit(d, "iso_spin", ""));
+  EXPECT_EQ(r.state(), JOB_STATE_FAILED);
+  EXPECT_TRUE(std::regex_search(
+      r.message(), std::regex("^handler 'iso_spin' used [0-9]+ ms of CPU time, over its limit "
+                              "of 1 s \\(cpu_seconds_per_job\\): runner [0-9]+ was stopped on "
+                              "attempt 1 and replaced$")))
+      << r.message();
+  EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, AnAllowedSyscallPassesTheFilter) {
+  DaemonProcess d(process_config("allow_syscalls = [\"socket\"]\n"), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  tpool::v1::JobResult r = execute(d, "iso_socket", "");
+  // The handler's own failure: socket() ran (its network is its own, or the
+  // host's when tpoold lacks CAP_SYS_ADMIN) and the runner lives on.
+  EXPECT_EQ(r.state(), JOB_STATE_FAILED);
+  EXPECT_EQ(r.message(), "socket() returned without the filter stopping it");
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, CrashesOverTheLimitMarkThePluginUnhealthyUntilItIsReloaded) {
+  DaemonProcess d(process_config("crash_limit = 2\n"), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  EXPECT_EQ(execute(d, "iso_segv", "").state(), JOB_STATE_FAILED);
+  EXPECT_EQ(execute(d, "iso_abort", "").state(), JOB_STATE_FAILED);
+  grpc::Status s;
+  (void)execute(d, "iso_pid", "", &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(std::regex_search(
+      s.error_message(),
+      std::regex("^plugin 'isolation_bad' is unhealthy: its runners failed 2 times within 60000 "
+                 "ms \\(crash_limit 2; the last: handler 'iso_abort' crashed: SIGABRT in runner "
+                 "[0-9]+ \\(plugin 'isolation_bad' 1\\.0\\.0\\) on attempt 1; the runner was "
+                 "replaced\\); it takes no new jobs until it is reloaded \\(SIGHUP or tpoolctl "
+                 "reload\\) after a fix$")))
+      << s.error_message();
+  // Other plugins serve on.
+  EXPECT_EQ(execute(d, "echo", "x").output(), "x");
+  {
+    grpc::ClientContext c;
+    tpool::v1::ReloadPluginsRequest req;
+    tpool::v1::ReloadPluginsReply reply;
+    ASSERT_TRUE(d.admin().ReloadPlugins(&c, req, &reply).ok());
+  }
+  EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, AReloadWhileIsolatedJobsRunFailsNoJob) {
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const std::vector<pid_t> first = children_of(d.pid());
+  Bystanders others;
+  others.start(d);
+  {
+    grpc::ClientContext c;
+    tpool::v1::ReloadPluginsRequest req;
+    tpool::v1::ReloadPluginsReply reply;
+    ASSERT_TRUE(d.admin().ReloadPlugins(&c, req, &reply).ok());
+  }
+  // New jobs go to the new generation's runners while the old ones finish.
+  std::vector<std::uint64_t> after;
+  for (int i = 0; i < 8; ++i) after.push_back(submit(d, "echo", "n" + std::to_string(i)));
+  others.expect_all_succeeded(d);
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    tpool::v1::JobResult r = wait_job(d, after[i]);
+    EXPECT_EQ(r.state(), JOB_STATE_SUCCEEDED) << r.message();
+    EXPECT_EQ(r.output(), "n" + std::to_string(i));
+  }
+  // The first generation's runners exit once their last job has ended.
+  for (pid_t pid : first) {
+    PidWatch w(pid);
+    if (w.valid()) {
+      EXPECT_TRUE(w.exited_within(std::chrono::seconds(30))) << pid;
+    }
+  }
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, NoRunnerSurvivesASigkilledDaemon) {
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  Bystanders others;
+  others.start(d);  // some runners busy, some idle
+  std::vector<pid_t> runners = children_of(d.pid());
+  // sleep 4 + every other plugin's 2 + isolation_bad's 1.
+  ASSERT_GE(runners.size(), 11u) << d.log();
+  std::vector<std::unique_ptr<PidWatch>> watches;
+  for (pid_t pid : runners) {
+    watches.push_back(std::make_unique<PidWatch>(pid));
+    ASSERT_TRUE(watches.back()->valid()) << pid;
+  }
+  d.signal(SIGKILL);
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(30)), std::optional<int>(128 + SIGKILL));
+  for (const auto& w : watches) {
+    EXPECT_TRUE(w->exited_within(std::chrono::seconds(30))) << "runner " << w->pid();
+  }
+}
+
+TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
+  TempDir dir;
+  const std::string port_file = dir.file("metrics.port");
+  std::string config = process_config();
+  config.replace(config.find("[metrics]\nenabled = false\n"), 26,
+                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
+  DaemonProcess d(config, bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const int port = wait_port_file(port_file);
+  ASSERT_GT(port, 0) << d.log();
+  auto scrape = [&] { return parse_exposition(http_get(port, "/metrics").body); };
+  const std::string bad = "{plugin=\"isolation_bad\"";
+  auto m = scrape();
+  EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runners_alive{plugin=\"sleep\"}"], 4.0);
+  EXPECT_EQ(m["tpoold_isolated_plugin_healthy" + bad + "}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_jobs_lost_total" + bad + "}"], 0.0);
+
+  EXPECT_EQ(execute(d, "iso_segv", "").state(), JOB_STATE_FAILED);
+  EXPECT_EQ(execute(d, "iso_socket", "").state(), JOB_STATE_FAILED);
+  EXPECT_EQ(execute(d, "iso_hog", "").state(), JOB_STATE_FAILED);
+  m = scrape();
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"crash\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"denied_syscall\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"memory\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"time_limit\"}"], 0.0);
+  EXPECT_EQ(m["tpoold_isolated_jobs_lost_total" + bad + "}"], 3.0);
+  // The slot restarts its runner on its next job, after the backoff.
+  EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 0.0);
+  EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(scrape()["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, InProcessTheSameSegfaultKillsTheDaemon) {
+  // The documented cost of in_process mode (docs/plugins.md): a crashing
+  // handler takes tpoold and every job it held with it; under systemd the
+  // unit restarts it. Nothing refuses such a plugin in this mode.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  DaemonProcess d(
+      "[metrics]\nenabled = false\n", bad_args(),
+      {std::string("ASAN_OPTIONS=") + (asan != nullptr ? asan : "") + ":handle_segv=0"});
+  ASSERT_TRUE(d.started()) << d.log();
+  EXPECT_EQ(runner_pid(d), d.pid());  // it runs inside tpoold
+  grpc::Status s;
+  (void)execute(d, "iso_segv", "", &s);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(d.wait_exit(std::chrono::seconds(60)), std::optional<int>(128 + SIGSEGV)) << d.log();
+}
+
+TEST_F(IsolationTest, AMissingRunnerIsAStartUpErrorNamingIt) {
+  DaemonProcess bad(
+      "[metrics]\nenabled = false\n[plugins.isolation]\nmode = \"process\"\n"
+      "runner = \"/nonexistent/tpool-runner\"\n");
+  EXPECT_FALSE(bad.started());
+  EXPECT_EQ(bad.wait_exit(std::chrono::seconds(30)), std::optional<int>(1));
+  EXPECT_NE(bad.log().find("cannot start the runner /nonexistent/tpool-runner"), std::string::npos)
+      << bad.log();
+}
+
+}  // namespace
+}  // namespace tpool::testing

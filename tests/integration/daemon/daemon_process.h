@@ -340,4 +340,16 @@ inline tpool::v1::JobRequest job(const std::string& handler, const std::string& 
   return r;
 }
 
+// Get of job `id` on d (a failed call fails the test and returns an empty
+// status).
+inline tpool::v1::JobStatus get(DaemonProcess& d, std::uint64_t id) {
+  grpc::ClientContext c;
+  tpool::v1::JobRef ref;
+  ref.set_job_id(id);
+  tpool::v1::JobStatus st;
+  grpc::Status s = d.jobs().Get(&c, ref, &st);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return st;
+}
+
 }  // namespace tpool::testing

@@ -37,16 +37,6 @@ std::uint64_t submit(DaemonProcess& d, const std::string& handler, const std::st
   return ref.job_id();
 }
 
-tpool::v1::JobStatus get(DaemonProcess& d, std::uint64_t id) {
-  grpc::ClientContext c;
-  tpool::v1::JobRef ref;
-  ref.set_job_id(id);
-  tpool::v1::JobStatus st;
-  grpc::Status s = d.jobs().Get(&c, ref, &st);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return st;
-}
-
 bool wait_running(DaemonProcess& d, const std::vector<std::uint64_t>& ids) {
   for (std::uint64_t id : ids) {
     if (!eventually([&] { return get(d, id).state() == tpool::v1::JOB_STATE_RUNNING; },

@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -339,6 +340,23 @@ inline tpool::v1::JobRequest job(const std::string& handler, const std::string& 
   r.set_tag(tag);
   return r;
 }
+
+// While it lives, this process and what it starts (a daemon, its runners)
+// write no core files: for tests that crash them on purpose.
+class NoCoreFiles {
+ public:
+  NoCoreFiles() {
+    const rlimit none{0, 0};
+    ::getrlimit(RLIMIT_CORE, &saved_);
+    ::setrlimit(RLIMIT_CORE, &none);
+  }
+  ~NoCoreFiles() { ::setrlimit(RLIMIT_CORE, &saved_); }
+  NoCoreFiles(const NoCoreFiles&) = delete;
+  NoCoreFiles& operator=(const NoCoreFiles&) = delete;
+
+ private:
+  rlimit saved_{};
+};
 
 // Get of job `id` on d (a failed call fails the test and returns an empty
 // status).

@@ -166,16 +166,7 @@ struct Bystanders {
 
 class IsolationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // No core files from the runners and daemons these tests crash.
-    rlimit none{0, 0};
-    ::getrlimit(RLIMIT_CORE, &saved_);
-    ::setrlimit(RLIMIT_CORE, &none);
-  }
-  void TearDown() override { ::setrlimit(RLIMIT_CORE, &saved_); }
-
- private:
-  rlimit saved_{};
+  NoCoreFiles no_cores_;  // from the runners and daemons these tests crash
 };
 
 struct Fault {

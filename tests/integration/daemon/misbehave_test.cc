@@ -225,13 +225,7 @@ TEST_F(TimeoutSuite, WaitGetAndCancelReportTheEndOfAJobWhoseHandlerIgnoresCancel
 
 class CrashTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // No core files from the daemons these tests crash on purpose.
-    rlimit none{0, 0};
-    ::getrlimit(RLIMIT_CORE, &saved_);
-    ::setrlimit(RLIMIT_CORE, &none);
-  }
-  void TearDown() override { ::setrlimit(RLIMIT_CORE, &saved_); }
+  NoCoreFiles no_cores_;  // from the daemons these tests crash on purpose
 
   // Runs `handler` with Execute, which never answers (the daemon dies).
   void crash(DaemonProcess& d, const std::string& handler) {
@@ -241,9 +235,6 @@ class CrashTest : public ::testing::Test {
     grpc::Status s = d.jobs().Execute(&c, job(handler, ""), &r);
     EXPECT_FALSE(s.ok());  // the connection dies with the daemon
   }
-
- private:
-  rlimit saved_{};
 };
 
 TEST_F(CrashTest, ASegfaultingHandlerIsNamedOnStderrAndTheDaemonDiesBySigsegv) {

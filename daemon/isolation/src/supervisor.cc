@@ -145,7 +145,12 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
     s.plugin = load_.plugin_name;
     {
       MutexLock lock(mu_);
-      for (const auto& slot : slots_) s.runners_alive += slot.runner ? 1 : 0;
+      for (const auto& slot : slots_) {
+        // A busy slot's runner is with its worker (S2) while it runs a job.
+        s.runners_alive += slot.runner || slot.out ? 1 : 0;
+        s.runners_busy += slot.out ? 1 : 0;
+      }
+      s.calls_waiting = waiting_;
       s.healthy = unhealthy_why_.empty();
     }
     auto get = [](const std::atomic<std::uint64_t>& c) {
@@ -182,6 +187,7 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
   struct Slot {
     std::unique_ptr<Runner> runner;  // null: dead, restarts at restart_at
     bool busy = false;               // (S2) checked out by one worker
+    bool out = false;                // its runner is with that worker (for stats())
     Clock::time_point restart_at{};
   };
 
@@ -218,6 +224,8 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
   std::deque<Clock::time_point> crashes_ GUARDED_BY(mu_);
   std::uint32_t consecutive_crashes_ GUARDED_BY(mu_) = 0;
   std::string unhealthy_why_ GUARDED_BY(mu_);
+  // Calls in checkout() waiting for a free runner (the channel's queue).
+  std::uint64_t waiting_ GUARDED_BY(mu_) = 0;
   bool retired_ GUARDED_BY(mu_) = false;  // a reload replaced this generation
   std::atomic<std::uint64_t> next_job_{1};
   std::atomic<std::uint64_t> restarts_[5] = {};
@@ -377,7 +385,9 @@ std::optional<std::size_t> Supervisor::checkout(JobServices& services, std::stri
       why.clear();
       return std::nullopt;
     }
+    ++waiting_;  // seen by stats() only while the lock is released, in the wait
     cv_.wait_until(lock, std::min(next_restart, Clock::now() + kWatchPeriod));
+    --waiting_;
   }
 }
 
@@ -385,6 +395,7 @@ void Supervisor::checkin(std::size_t slot, std::unique_ptr<Runner> runner, bool 
   MutexLock lock(mu_);
   Slot& s = slots_[slot];
   s.busy = false;
+  s.out = false;
   if (runner && retired_) {
     s.restart_at = Clock::time_point{};
     lock.unlock();
@@ -471,6 +482,7 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
   {
     MutexLock lock(mu_);
     r = std::move(slots_[*slot].runner);  // (S2) ours until checkin
+    slots_[*slot].out = r != nullptr;
   }
   // An idle runner writes nothing (W1): readable means it is gone (killed
   // from outside, or its plugin's own thread crashed it). Replace it before
@@ -508,6 +520,7 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
     }
     MutexLock lock(mu_);
     r = std::move(slots_[*slot].runner);
+    slots_[*slot].out = r != nullptr;
   }
   const std::uint64_t id = next_job_.fetch_add(1, std::memory_order_relaxed);
   {

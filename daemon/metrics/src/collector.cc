@@ -229,6 +229,13 @@ void collect_isolated(const std::vector<IsolatedPlugin>& plugins, Families& f) {
   auto& alive = f.gauge("tpoold_isolated_runners_alive",
                         "Runner processes of a process-mode plugin serving or idle now.");
   for (const auto& p : plugins) alive.value(d(p.runners_alive), {{"plugin", p.plugin}});
+  auto& busy = f.gauge("tpoold_isolated_runners_busy",
+                       "Runner processes of a process-mode plugin holding a job now.");
+  for (const auto& p : plugins) busy.value(d(p.runners_busy), {{"plugin", p.plugin}});
+  auto& waiting = f.gauge("tpoold_isolated_channel_queue_depth",
+                          "Calls to a process-mode plugin waiting for a free runner now (each "
+                          "holds the pool worker that made it).");
+  for (const auto& p : plugins) waiting.value(d(p.calls_waiting), {{"plugin", p.plugin}});
   auto& restarts = f.counter("tpoold_isolated_runner_restarts_total",
                              "Runners of a process-mode plugin ended and replaced, by cause.");
   for (const auto& p : plugins) {

@@ -91,9 +91,17 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
     // (JobServices::claim_ignored_cancellation).
     p.ignored_cancellation = c.ignored_cancellation + engine_ignored;
     for (const plugin_host::IsolationStats& i : v.host->isolation_stats()) {
-      s.isolated.push_back({i.plugin, i.runners_alive, i.restarts_crash, i.restarts_time_limit,
-                            i.restarts_memory, i.restarts_cpu, i.restarts_denied, i.jobs_lost,
-                            i.healthy});
+      s.isolated.push_back({.plugin = i.plugin,
+                            .runners_alive = i.runners_alive,
+                            .runners_busy = i.runners_busy,
+                            .calls_waiting = i.calls_waiting,
+                            .restarts_crash = i.restarts_crash,
+                            .restarts_time_limit = i.restarts_time_limit,
+                            .restarts_memory = i.restarts_memory,
+                            .restarts_cpu = i.restarts_cpu,
+                            .restarts_denied = i.restarts_denied,
+                            .jobs_lost = i.jobs_lost,
+                            .healthy = i.healthy});
     }
   }
   if (v.jobs != nullptr) {

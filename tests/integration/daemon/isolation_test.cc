@@ -372,13 +372,18 @@ TEST_F(IsolationTest, NoRunnerSurvivesASigkilledDaemon) {
   }
 }
 
+// process_config() with the metrics listener on (its port in port_file).
+std::string with_metrics(std::string config, const std::string& port_file) {
+  const std::string off = "[metrics]\nenabled = false\n";
+  config.replace(config.find(off), off.size(),
+                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
+  return config;
+}
+
 TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
   TempDir dir;
   const std::string port_file = dir.file("metrics.port");
-  std::string config = process_config();
-  config.replace(config.find("[metrics]\nenabled = false\n"), 26,
-                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
-  DaemonProcess d(config, bad_args());
+  DaemonProcess d(with_metrics(process_config(), port_file), bad_args());
   ASSERT_TRUE(d.started()) << d.log();
   const int port = wait_port_file(port_file);
   ASSERT_GT(port, 0) << d.log();
@@ -403,6 +408,41 @@ TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
   EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 0.0);
   EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
   EXPECT_EQ(scrape()["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
+  TempDir dir;
+  const std::string port_file = dir.file("metrics.port");
+  DaemonProcess d(with_metrics(process_config(), port_file), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const int port = wait_port_file(port_file);
+  ASSERT_GT(port, 0) << d.log();
+  auto metric = [&](const std::string& name) {
+    return parse_exposition(http_get(port, "/metrics").body)[name + "{plugin=\"sleep\"}"];
+  };
+  EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 0.0);
+  EXPECT_EQ(metric("tpoold_isolated_channel_queue_depth"), 0.0);
+  // Six long sleeps on sleep's four runners (blocking lane: 8 workers): four
+  // run, two wait in the channel's queue.
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(submit(d, "sleep", "600000"));
+  EXPECT_TRUE(eventually([&] { return metric("tpoold_isolated_channel_queue_depth") == 2.0; },
+                         std::chrono::seconds(30)))
+      << d.log();
+  EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 4.0);
+  EXPECT_EQ(metric("tpoold_isolated_runners_alive"), 4.0);  // busy runners are alive
+  for (auto id : ids) {
+    grpc::ClientContext c;
+    tpool::v1::JobRef ref;
+    ref.set_job_id(id);
+    tpool::v1::CancelReply reply;
+    ASSERT_TRUE(d.jobs().Cancel(&c, ref, &reply).ok());
+  }
+  for (auto id : ids) EXPECT_EQ(wait_job(d, id).state(), JOB_STATE_CANCELLED);
+  EXPECT_EQ(metric("tpoold_isolated_channel_queue_depth"), 0.0);
+  EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 0.0);
+  EXPECT_EQ(metric("tpoold_isolated_runners_alive"), 4.0);
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 

@@ -6,7 +6,9 @@ deploy/prometheus/rules, and that the dashboard shows what issue 8 asks:
 throughput, latency percentiles, queue depths, stalls and overflow workers;
 and what issue 17 asks: every tpoold_store_* metric, retries and scheduled
 jobs on the dashboard, the store's alerts each with a promtool test, and
-every alert in docs/operations.md's table.
+every alert in docs/operations.md's table; and what issue 18 asks: every
+tpoold_isolated_* metric on the dashboard's Isolated plugins row and alerts
+for crash loops.
 """
 
 import json
@@ -39,6 +41,8 @@ STORE_METRICS = {
     "tpoold_store_healthy", "tpoold_jobs_retried_total", "tpoold_jobs_scheduled",
 }
 STORE_ALERTS = ("TpooldStoreCommitSlow", "TpooldStoreUnhealthy", "TpooldStoreErrors")
+# Issue 18: crash loops of process-mode plugins.
+ISOLATION_ALERTS = ("TpooldIsolatedRunnerRestarts", "TpooldIsolatedPluginUnhealthy")
 
 
 def exported_metrics():
@@ -122,6 +126,17 @@ def main():
         c.check(need in shown_bases, f"the dashboard does not show {need} (issue 17: the Store row)")
     c.check(any(p.get("type") == "row" and "Store" in p.get("title", "") for p in dash["panels"]),
             "the dashboard has no Store row")
+    # Isolated plugins (issue 18).
+    isolated_exported = {m for m in exported if m.startswith("tpoold_isolated_")}
+    c.check(source == "issue 8" or isolated_exported,
+            "daemon/metrics/src registers no tpoold_isolated_* metric")
+    for need in sorted(isolated_exported):
+        c.check(need in shown_bases,
+                f"the dashboard does not show {need} (issue 18: the Isolated plugins row)")
+    c.check(any(p.get("type") == "row" and "Isolated" in p.get("title", "") for p in dash["panels"]),
+            "the dashboard has no Isolated plugins row")
+    for name in ISOLATION_ALERTS:
+        c.check(name in alerts, f"no alert {name} in deploy/prometheus/rules")
     tests_text = "\n".join(p.read_text() for p in sorted((ROOT / "deploy/prometheus/tests").glob("*.yml")))
     ops = (ROOT / "docs/operations.md").read_text()
     for name in STORE_ALERTS:

@@ -73,6 +73,8 @@ struct PluginsSnapshot {
 struct IsolatedPlugin {
   std::string plugin{};
   std::uint64_t runners_alive = 0;
+  std::uint64_t runners_busy = 0;   // holding a job now
+  std::uint64_t calls_waiting = 0;  // the channel's queue: calls waiting for a free runner
   // Runners ended and replaced, by cause: crash (a signal or an exit),
   // time_limit (killed cancel_grace_ms after a deadline or cancel), memory
   // (its address-space limit), cpu (cpu_seconds_per_job), denied_syscall.

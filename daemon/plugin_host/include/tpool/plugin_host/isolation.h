@@ -72,6 +72,10 @@ struct IsolatedLoad {
 struct IsolationStats {
   std::string plugin;
   std::uint64_t runners_alive = 0;
+  std::uint64_t runners_busy = 0;  // holding a job now
+  // The channel's queue: calls that have come to this plugin and wait for a
+  // free runner (each on the pool worker that made it).
+  std::uint64_t calls_waiting = 0;
   std::uint64_t restarts_crash = 0;       // a runner died of a signal or exited
   std::uint64_t restarts_time_limit = 0;  // killed past deadline/cancel + cancel grace
   std::uint64_t restarts_memory = 0;      // died at its address-space limit

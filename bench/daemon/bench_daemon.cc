@@ -1,7 +1,7 @@
 // tpoold vs raw gRPC on the same machine, same build, same run
 // (docs/benchmarks.md, "Daemon"). Not a test: nothing here asserts a speed.
 //
-// Three servers, each its own process on 127.0.0.1: the raw echo (this binary
+// Servers, each its own process on 127.0.0.1: the raw echo (this binary
 // re-executed with --serve-raw, raw_echo.cc), tpoold with the example plugins
 // (plaintext, no auth: `tpoold`) and a second tpoold, same binary and flags,
 // with TLS and auth on (`tpoold_tls`, issue 16): certificates from
@@ -16,6 +16,18 @@
 //   Stream/<server>/<jobs per msg>  one bidi call, 1, 100 or 1000 jobs per message
 //                                   (tpoold_tls: 1000)
 //   SubmitBatch/tpoold/1000         1000 Submits per call (results retained)
+// and, for issue 18, a third tpoold (`tpoold_iso`, same binary and flags)
+// whose plugins all run in process mode ([plugins.isolation] mode =
+// "process", runners = TPOOL_BENCH_ISO_RUNNERS, default 4: two per core here,
+// so one runner computes while another's result travels; lines in
+// TPOOL_BENCH_ISO_CONFIG are appended to its config), each case next to the
+// plaintext tpoold's:
+//   Unary/tpoold_iso/1, Stream/tpoold_iso/100, Stream/tpoold_iso/1000  (echo)
+//   UnaryHash/<tpoold|tpoold_iso>/1, StreamHash/<tpoold|tpoold_iso>/<100|1000>
+// where a hash job is the `hash` example's "<n>:12345678" with n =
+// TPOOL_BENCH_HASH_ITERATIONS (default 400 SHA-256 rounds: about 100 us of
+// CPU on this machine, 0.25 us a round). TPOOL_BENCH_ISOLATION=0 leaves the
+// isolated tpoold and the hash cases out.
 // Cases are registered case by case, each server's one after the other
 // (Unary/raw/1, Unary/tpoold/1, Unary/tpoold_tls/1, Unary/raw/64, ...), so
 // the ones compared run close together in time.
@@ -157,13 +169,25 @@ class Server {
 };
 
 std::string self_exe;
-std::unique_ptr<Server> raw, tpoold, tpoold_tls;
-enum Which { kRaw = 0, kTpoold = 1, kTpooldTls = 2 };
+std::unique_ptr<Server> raw, tpoold, tpoold_tls, tpoold_iso;
+enum Which { kRaw = 0, kTpoold = 1, kTpooldTls = 2, kTpooldIso = 3 };
 
 Server& server(int which) {
-  return which == kRaw ? *raw : which == kTpoold ? *tpoold : *tpoold_tls;
+  switch (which) {
+    case kRaw:
+      return *raw;
+    case kTpoold:
+      return *tpoold;
+    case kTpooldTls:
+      return *tpoold_tls;
+    default:
+      return *tpoold_iso;
+  }
 }
 const std::string kPayload = "12345678";
+// What a case's jobs do (its benchmark's last argument).
+enum Work { kEcho = 0, kHash = 1 };
+std::string hash_payload = "400:" + kPayload;  // TPOOL_BENCH_HASH_ITERATIONS
 
 // The TLS tpoold's material in `dir`: gen-test-certs.sh's CA and server
 // certificate, and a token file with one token for principal "bench" with the
@@ -197,10 +221,10 @@ std::string make_tls_material(const std::string& dir) {
   return t.value().token;
 }
 
-tpool::v1::JobRequest request(std::uint64_t tag) {
+tpool::v1::JobRequest request(std::uint64_t tag, int work = kEcho) {
   tpool::v1::JobRequest r;
-  r.set_handler("echo");
-  r.set_payload(kPayload);
+  r.set_handler(work == kHash ? "hash" : "echo");
+  r.set_payload(work == kHash ? hash_payload : kPayload);
   r.set_tag(tag);
   return r;
 }
@@ -217,6 +241,7 @@ void report(benchmark::State& state, std::vector<double>& lat_us, std::uint64_t 
 void Unary(benchmark::State& state) {
   Server& s = server(static_cast<int>(state.range(0)));
   const int inflight = static_cast<int>(state.range(1));
+  const int work = static_cast<int>(state.range(2));
   constexpr int kCalls = 4000;
   std::vector<double> lat;
   std::uint64_t jobs = 0;
@@ -226,22 +251,24 @@ void Unary(benchmark::State& state) {
     int issued = 0, done = 0, errors = 0;
     struct Call {
       grpc::ClientContext ctx;
-      tpool::v1::JobRequest req = request(0);
+      tpool::v1::JobRequest req;
       tpool::v1::JobResult resp;
       Clock::time_point start;
     };
     std::function<void()> issue = [&] {
       auto* c = new Call;
+      c->req = request(0, work);
       s.prepare(c->ctx);
       c->start = Clock::now();
       s.stub().async()->Execute(&c->ctx, &c->req, &c->resp, [&, c](grpc::Status st) {
         double us = std::chrono::duration<double, std::micro>(Clock::now() - c->start).count();
+        const bool failed = st.ok() && c->resp.state() != tpool::v1::JOB_STATE_SUCCEEDED;
         delete c;
         bool more = false;
         {
           std::lock_guard lock(mu);
           ++done;
-          if (!st.ok()) ++errors;
+          if (!st.ok() || failed) ++errors;
           lat.push_back(us);
           if (issued < kCalls) {
             ++issued;
@@ -270,6 +297,7 @@ void Unary(benchmark::State& state) {
 void Stream(benchmark::State& state) {
   Server& s = server(static_cast<int>(state.range(0)));
   const std::uint64_t per_msg = static_cast<std::uint64_t>(state.range(1));
+  const int work = static_cast<int>(state.range(2));
   const std::uint64_t msgs = std::max<std::uint64_t>(20, 20000 / per_msg);
   const std::uint64_t total = msgs * per_msg;
   std::vector<double> lat;
@@ -283,17 +311,18 @@ void Stream(benchmark::State& state) {
       tpool::v1::JobBatch b;
       for (std::uint64_t m = 0; m < msgs; ++m) {
         b.Clear();
-        for (std::uint64_t i = 0; i < per_msg; ++i) *b.add_jobs() = request(m);
+        for (std::uint64_t i = 0; i < per_msg; ++i) *b.add_jobs() = request(m, work);
         sent[m].store(Clock::now().time_since_epoch().count(), std::memory_order_release);
         if (!stream->Write(b)) break;
       }
       stream->WritesDone();
     });
-    std::uint64_t got = 0;
+    std::uint64_t got = 0, failed = 0;
     tpool::v1::ResultBatch rb;
     while (got < total && stream->Read(&rb)) {
       auto now = Clock::now().time_since_epoch().count();
       for (const auto& r : rb.results()) {
+        if (r.state() != tpool::v1::JOB_STATE_SUCCEEDED) ++failed;
         lat.push_back(static_cast<double>(now - sent[r.tag()].load(std::memory_order_acquire)) /
                       1000.0);
       }
@@ -304,6 +333,7 @@ void Stream(benchmark::State& state) {
     grpc::Status st = stream->Finish();
     writer.join();
     if (!st.ok() || got != total) state.SkipWithError("stream failed");
+    if (failed != 0) state.SkipWithError("jobs did not succeed");
     jobs += total;
   }
   report(state, lat, jobs);
@@ -392,29 +422,56 @@ int main(int argc, char** argv) {
         tpoold_args("tpoold_tls", "TPOOL_BENCH_TPOOLD_TLS_PREFIX", dir + "/tls/tpoold.toml"),
         dir + "/tpoold_tls.port", dir + "/tpoold_tls.log", std::move(security));
   }
-  for (Server* s : {raw.get(), tpoold.get(), tpoold_tls.get()}) {
+  const char* iso_env = std::getenv("TPOOL_BENCH_ISOLATION");
+  const bool iso = iso_env == nullptr || std::string(iso_env) != "0";
+  if (iso) {
+    if (const char* n = std::getenv("TPOOL_BENCH_HASH_ITERATIONS")) {
+      hash_payload = std::string(n) + ":" + kPayload;
+    }
+    const char* runners = std::getenv("TPOOL_BENCH_ISO_RUNNERS");
+    {
+      // No admin listener: the plaintext tpoold has the default socket.
+      std::ofstream c(dir + "/iso.toml");
+      c << "[server]\nadmin_listen = \"none\"\n[plugins.isolation]\nmode = \"process\"\nrunners = "
+        << (runners != nullptr ? runners : "4") << "\n";
+      if (const char* extra = std::getenv("TPOOL_BENCH_ISO_CONFIG")) c << extra << "\n";
+    }
+    tpoold_iso = std::make_unique<Server>(
+        "tpoold_iso", tpoold_args("tpoold_iso", "TPOOL_BENCH_TPOOLD_ISO_PREFIX", dir + "/iso.toml"),
+        dir + "/tpoold_iso.port", dir + "/tpoold_iso.log");
+  }
+  for (Server* s : {raw.get(), tpoold.get(), tpoold_tls.get(), tpoold_iso.get()}) {
     if (s != nullptr && !s->problem().empty()) {
       std::cerr << "bench_daemon: " << s->name() << " " << s->problem() << "\n";
     }
   }
-  const std::vector<int> servers =
-      tpoold_tls ? std::vector<int>{kRaw, kTpoold, kTpooldTls} : std::vector<int>{kRaw, kTpoold};
-  auto add = [&](const char* kind, void (*fn)(benchmark::State&), int s, int k) {
+  std::vector<int> servers = {kRaw, kTpoold};
+  if (tpoold_tls) servers.push_back(kTpooldTls);
+  if (tpoold_iso) servers.push_back(kTpooldIso);
+  auto add = [&](const char* kind, void (*fn)(benchmark::State&), int s, int k, int work = kEcho) {
     if (!server(s).problem().empty()) return;  // says so above; its cases are left out
     benchmark::RegisterBenchmark(
         (std::string(kind) + "/" + server(s).name() + "/" + std::to_string(k)).c_str(), fn)
-        ->Args({s, k})
+        ->Args({s, k, work})
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   };
   for (int k : {1, 64, 1000}) {
     for (int s : servers) {
-      if (s != kTpooldTls || k != 1000) add("Unary", Unary, s, k);
+      if ((s != kTpooldTls || k != 1000) && (s != kTpooldIso || k == 1)) add("Unary", Unary, s, k);
     }
   }
   for (int b : {1, 100, 1000}) {
     for (int s : servers) {
-      if (s != kTpooldTls || b == 1000) add("Stream", Stream, s, b);
+      if ((s != kTpooldTls || b == 1000) && (s != kTpooldIso || b != 1)) {
+        add("Stream", Stream, s, b);
+      }
+    }
+  }
+  if (tpoold_iso) {  // in-process and isolated hash, side by side
+    for (int s : {kTpoold, kTpooldIso}) add("UnaryHash", Unary, s, 1, kHash);
+    for (int b : {100, 1000}) {
+      for (int s : {kTpoold, kTpooldIso}) add("StreamHash", Stream, s, b, kHash);
     }
   }
   if (tpoold->problem().empty()) {
@@ -428,6 +485,7 @@ int main(int argc, char** argv) {
   raw.reset();
   tpoold.reset();
   tpoold_tls.reset();
+  tpoold_iso.reset();
   std::filesystem::remove_all(dir);
   return 0;
 }

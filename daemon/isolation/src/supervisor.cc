@@ -39,6 +39,18 @@ namespace {
 // How often a worker waiting for its runner looks at the job's cancellation
 // and deadline: the engine's deadline thread's period (20 ms).
 constexpr auto kWatchPeriod = std::chrono::milliseconds(20);
+// A worker alone in a plugin (no other of its calls in flight: the cores are
+// likely idle) does not sleep through the end of a short job: a sleeping
+// worker's wake-up costs tens of microseconds on a virtual machine, as much
+// as an echo job's whole round trip. It polls the channel without sleeping
+// for kSpinFor around the time the plugin's last round trip predicts (from
+// the send when that was under kSpinFor, else after a timed sleep that ends
+// kSpinFor / 2 early). Not for round trips over kSpinUpTo (the spin would be
+// a rounding error), nor with other calls in flight (the spin would take a
+// core from a runner). Picked by measurement: docs/benchmarks.md,
+// "Isolated plugins".
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+constexpr auto kSpinUpTo = std::chrono::milliseconds(1);
 constexpr auto kBackoffFirst = std::chrono::milliseconds(100);  // picked by hand
 constexpr auto kBackoffCap = std::chrono::milliseconds(5000);   // picked by hand
 
@@ -76,6 +88,16 @@ bool fill(Runner& r) {
   }
   r.in.commit(static_cast<std::size_t>(n));
   return true;
+}
+
+// Polls fd without sleeping until it is readable (true) or `until` passes.
+bool spin_until_readable(int fd, Clock::time_point until) {
+  pollfd p{fd, POLLIN, 0};
+  do {
+    if (::poll(&p, 1, 0) != 0) return true;  // readable, or an error poll() will report
+    for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+  } while (Clock::now() < until);
+  return false;
 }
 
 std::string syscall_name(std::uint64_t nr) {
@@ -230,6 +252,9 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
   std::atomic<std::uint64_t> next_job_{1};
   std::atomic<std::uint64_t> restarts_[5] = {};
   std::atomic<std::uint64_t> jobs_lost_{0};
+  // The last job's send-to-result time (kSpinFor's hint; S3: relaxed, a
+  // stale value only costs one spin or one sleep).
+  std::atomic<std::int64_t> round_trip_ns_{0};
 };
 
 std::vector<std::string> Supervisor::runner_argv() const {
@@ -479,10 +504,12 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
     return res;
   }
   std::unique_ptr<Runner> r;
+  bool alone = false;  // no other call of this plugin in flight: spin (kSpinFor)
   {
     MutexLock lock(mu_);
     r = std::move(slots_[*slot].runner);  // (S2) ours until checkin
     slots_[*slot].out = r != nullptr;
+    alone = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.busy; }) == 1;
   }
   // An idle runner writes nothing (W1): readable means it is gone (killed
   // from outside, or its plugin's own thread crashed it). Replace it before
@@ -537,6 +564,10 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
     w.finish();
     (void)send_all(r->fd, frame);  // a failure shows as EOF below
   }
+  const auto sent_at = Clock::now();
+  // kSpinFor: when to expect the result, if this call spins at all.
+  const std::chrono::nanoseconds expect(round_trip_ns_.load(std::memory_order_relaxed));
+  bool spun = !alone || expect > kSpinUpTo;
   FaultInfo fault;
   // A job cancelled before it was sent went with its flag set (kJob).
   bool cancel_sent = false;
@@ -598,6 +629,8 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
           std::string msg(body.bytes());
           std::string out(body.bytes());
           checkin(*slot, std::move(r), true);
+          round_trip_ns_.store(std::chrono::nanoseconds(Clock::now() - sent_at).count(),
+                               std::memory_order_relaxed);
           if (overflow) {
             res.code = JobCode::kOutputTooLarge;
             res.plugin_status = status;
@@ -689,7 +722,21 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
       }
     }
     pollfd p{r->fd, POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(kWatchPeriod.count()));
+    int rc = 0;
+    if (!spun) {
+      spun = true;
+      auto spin_from = sent_at;
+      if (expect > kSpinFor) {
+        spin_from = sent_at + expect - kSpinFor / 2;
+        const auto nap = std::chrono::nanoseconds(spin_from - Clock::now());
+        if (nap.count() > 0) {
+          const timespec ts{0, static_cast<long>(nap.count())};
+          rc = ::ppoll(&p, 1, &ts, nullptr);
+        }
+      }
+      if (rc == 0) rc = spin_until_readable(r->fd, spin_from + kSpinFor) ? 1 : 0;
+    }
+    if (rc == 0) rc = ::poll(&p, 1, static_cast<int>(kWatchPeriod.count()));
     if (rc > 0 && !fill(*r)) {
       // EOF: take the frames already buffered (a kFault) before the end.
       while ((f = r->in.next(bad))) {

@@ -142,17 +142,20 @@ std::string install_seccomp(const std::vector<std::string>& extra, std::string& 
   ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, int_eq(0, PR_SET_NAME));
   ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, int_eq(0, PR_GET_NAME));
   for (const auto& name : extra) allow(name.c_str(), true);
+  // Refused by the environment (an outer filter that denies seccomp(2), as a
+  // systemd unit's SystemCallFilter= does unless it lists seccomp): a note,
+  // as for a limit; the allow-list itself was built above. libseccomp probes
+  // seccomp(2) when TSYNC is asked for, so a refusal shows there first.
+  auto refused = [&](const std::string& what) {
+    notes += std::string(notes.empty() ? "" : "; ") + "no seccomp filter (" + what +
+             ": the environment refuses seccomp(2); a systemd unit must list it in "
+             "SystemCallFilter=, as deploy/systemd/tpoold.service does)";
+  };
   if (err.empty() && ::seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) != 0) {
-    err = "seccomp: cannot apply the filter to every thread (TSYNC)";
-  }
-  if (err.empty()) {
-    // Refused by the environment (an outer filter that denies seccomp(2)):
-    // a note, as for a limit; the allow-list itself was built above.
-    int rc = ::seccomp_load(ctx);
-    if (rc != 0) {
-      notes += std::string(notes.empty() ? "" : "; ") +
-               "no seccomp filter (seccomp_load: " + std::strerror(-rc) + ")";
-    }
+    refused("cannot apply a filter to every thread (TSYNC)");
+  } else if (err.empty()) {
+    if (int rc = ::seccomp_load(ctx); rc != 0)
+      refused("seccomp_load: " + std::string(std::strerror(-rc)));
   }
   ::seccomp_release(ctx);
   return err;

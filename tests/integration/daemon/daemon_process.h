@@ -169,9 +169,12 @@ class DaemonProcess {
   // extra_config: TOML appended to a config that sets the port file and the
   // plugin directory. extra_args: more flags.
   // extra_env: NAME=VALUE entries added to the daemon's environment.
+  // exec_prefix: a program (and its arguments) that runs tpoold, e.g. the
+  // unit sandbox of the isolation tests.
   explicit DaemonProcess(const std::string& extra_config = "",
                          std::vector<std::string> extra_args = {},
-                         std::vector<std::string> extra_env = {}) {
+                         std::vector<std::string> extra_env = {},
+                         std::vector<std::string> exec_prefix = {}) {
     dir_ = std::filesystem::temp_directory_path() /
            ("tpoold-it-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(dir_);
@@ -205,6 +208,7 @@ class DaemonProcess {
       args.push_back("unix:" + admin_socket_);
     }
     args.insert(args.end(), extra_args.begin(), extra_args.end());
+    args.insert(args.begin(), exec_prefix.begin(), exec_prefix.end());
     pid_ = ::fork();
     if (pid_ == 0) {
       // If the test process dies, so does the daemon: nothing is left running.

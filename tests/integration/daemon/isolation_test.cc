@@ -446,6 +446,73 @@ TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
+// tpoold under the system-call confinement of a systemd unit (the shipped
+// deploy/systemd/tpoold.service unless `unit` names another), as systemd
+// runs it where it is PID 1: tpool-unit-sandbox applies the unit's
+// SystemCallFilter (from systemd's own tables), RestrictNamespaces,
+// MemoryDenyWriteExecute and empty capability set.
+std::vector<std::string> under_unit(const std::string& unit = TPOOL_SYSTEMD_UNIT) {
+  return {TPOOL_UNIT_SANDBOX, unit, "--"};
+}
+
+// The runners start and serve under the unit; a crash still ends only its
+// job; what the unit refuses them is said once per plugin at load.
+TEST_F(IsolationTest, UnderTheHardenedUnitRunnersServeFilteredAndSayWhatTheUnitRefuses) {
+  DaemonProcess d(process_config(), bad_args(), {}, under_unit());
+  ASSERT_TRUE(d.started()) << d.log();
+  // No CAP_SYS_ADMIN and RestrictNamespaces: no network namespace, said.
+  EXPECT_NE(d.log().find("confined without what this environment refuses: no network namespace"),
+            std::string::npos)
+      << d.log();
+  // The unit allows seccomp(2): the runners' own filter is on.
+  EXPECT_EQ(d.log().find("no seccomp filter"), std::string::npos) << d.log();
+  const pid_t before = runner_pid(d);
+  EXPECT_NE(before, d.pid());  // in a runner, not in tpoold
+  Bystanders others;
+  others.start(d);
+  tpool::v1::JobResult h = execute(d, "hash", "1:abc");
+  EXPECT_EQ(h.state(), JOB_STATE_SUCCEEDED) << h.message();
+  EXPECT_EQ(h.output(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  tpool::v1::JobResult crash = execute(d, "iso_segv", "");
+  EXPECT_EQ(crash.state(), JOB_STATE_FAILED);
+  EXPECT_NE(crash.message().find("crashed: SIGSEGV"), std::string::npos) << crash.message();
+  tpool::v1::JobResult denied = execute(d, "iso_socket", "");
+  EXPECT_EQ(denied.state(), JOB_STATE_FAILED);
+  EXPECT_NE(denied.message().find("system call 'socket'"), std::string::npos) << denied.message();
+  others.expect_all_succeeded(d);
+  EXPECT_NE(runner_pid(d), before);  // replaced
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// A unit that does not allow seccomp(2) (the shipped one before issue 18's
+// fix): the plugins still load and serve, and tpoold says once per plugin
+// that its runners have no filter and why.
+TEST_F(IsolationTest, AUnitThatRefusesSeccompLeavesRunnersUnfilteredAndSaysSo) {
+  TempDir dir;
+  const std::string unit = dir.file("tpoold.service");
+  {
+    std::ifstream in(TPOOL_SYSTEMD_UNIT);
+    std::ofstream out(unit);
+    for (std::string line; std::getline(in, line);) {
+      if (line == "SystemCallFilter=@system-service seccomp")
+        line = "SystemCallFilter=@system-service";
+      out << line << "\n";
+    }
+  }
+  DaemonProcess d(process_config(), bad_args(), {}, under_unit(unit));
+  ASSERT_TRUE(d.started()) << d.log();
+  EXPECT_NE(d.log().find("no seccomp filter (cannot apply a filter to every thread (TSYNC): the "
+                         "environment refuses seccomp(2)"),
+            std::string::npos)
+      << d.log();
+  EXPECT_EQ(execute(d, "echo", "still-serving").output(), "still-serving");
+  // Unfiltered: the call the filter would deny returns (the handler says so).
+  tpool::v1::JobResult r = execute(d, "iso_socket", "");
+  EXPECT_EQ(r.state(), JOB_STATE_FAILED);
+  EXPECT_EQ(r.message(), "socket() returned without the filter stopping it");
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 TEST_F(IsolationTest, InProcessTheSameSegfaultKillsTheDaemon) {
   // The documented cost of in_process mode (docs/plugins.md): a crashing
   // handler takes tpoold and every job it held with it; under systemd the

@@ -95,7 +95,7 @@ struct Unit {
   // SystemCallFilter= lines in order: (deny, names). The first one without
   // "~" makes the filter an allow-list; later lines add to it or take from it.
   std::vector<std::pair<bool, std::vector<std::string>>> filters;
-  int error_number = 0;                         // SystemCallErrorNumber=; 0: kill
+  int error_number = 0;  // SystemCallErrorNumber=; 0: kill
   bool restrict_namespaces = false;
   bool deny_write_execute = false;
   bool no_new_privileges = false;
@@ -148,8 +148,8 @@ void drop_capabilities() {
 void add(scmp_filter_ctx ctx, uint32_t action, int nr, std::vector<scmp_arg_cmp> args = {}) {
   int rc = ::seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()),
                                     args.empty() ? nullptr : args.data());
-  if (rc != 0) die("seccomp_rule_add for call " + std::to_string(nr) + " failed: " +
-                   std::to_string(rc));
+  if (rc != 0)
+    die("seccomp_rule_add for call " + std::to_string(nr) + " failed: " + std::to_string(rc));
 }
 
 void install_filter(const Unit& u) {

@@ -388,6 +388,63 @@ run_image() {
   log "image: SIGTERM drained, exit 0"
 }
 
+# Process isolation in the container (issue 18): the image's tpoold, as its
+# non-root user with podman's default capabilities and seccomp profile, with
+# the hash plugin in process mode. Its runners are children of tpoold with
+# the same uid, a job runs in one, and what the container refuses them (a
+# network namespace: no CAP_SYS_ADMIN) is said at load.
+check_isolation() {
+  local c="tpoold-ct-iso-$$" pid out p uid runners=0
+  GRPC_PORT=$(free_port)
+  cat >"$WORK/iso.toml" <<EOF
+[server]
+admin_listen = "none"
+[tls]
+cert_file = "/etc/tpoold/tls/tls.crt"
+key_file = "/etc/tpoold/tls/tls.key"
+[auth]
+token_file = "/etc/tpoold/auth/tokens"
+[plugins]
+dirs = ["/usr/lib/tpool/plugins"]
+[plugins.isolation.hash]
+mode = "process"
+runners = 2
+[metrics]
+enabled = false
+EOF
+  chmod 0644 "$WORK/iso.toml"
+  CLEANUP+=("${PODMAN[*]} rm -f -t 0 $c")
+  "${PODMAN[@]}" run -d --name "$c" "${NETWORK[@]}" "${ULIMITS[@]}" \
+    --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,size=16m,mode=1777 \
+    -v "$WORK/tls:/etc/tpoold/tls:ro" -v "$WORK/auth:/etc/tpoold/auth:ro" \
+    -v "$WORK/iso.toml:/etc/tpoold/iso.toml:ro" "${HEALTH_TIMER[@]}" "$IMAGE" \
+    --config /etc/tpoold/iso.toml --listen "127.0.0.1:$GRPC_PORT" >/dev/null 2>"$WORK/run.err" ||
+    fail "isolation: podman run $IMAGE failed: $(cat "$WORK/run.err")"
+  wait_serving isolation "$c"
+  out=$(ctl execute hash 1:abc) || fail "isolation: tpoolctl execute hash failed: $out"
+  [[ "$out" == ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad ]] ||
+    fail "isolation: execute hash answered '$out'"
+  ctl handlers | grep -E '^hash\b.*process' >/dev/null ||
+    fail "isolation: tpoolctl handlers does not show hash in process mode: $(ctl handlers 2>&1)"
+  pid=$("${PODMAN[@]}" inspect --format '{{.State.Pid}}' "$c")
+  for p in /proc/[0-9]*; do
+    [[ "$(awk '/^PPid:/ {print $2}' "$p/status" 2>/dev/null)" == "$pid" ]] || continue
+    [[ "$(cat "$p/comm" 2>/dev/null)" == tpool-runner ]] || continue
+    uid=$(awk '/^Uid:/ {print $2}' "$p/status")
+    [[ "$uid" == 10001 ]] || fail "isolation: runner ${p#/proc/} runs as uid $uid, not 10001"
+    runners=$((runners + 1))
+  done
+  ((runners == 2)) || fail "isolation: $runners tpool-runner children of tpoold ($pid), not 2"
+  out=$("${PODMAN[@]}" logs "$c" 2>&1)
+  grep -q 'confined without what this environment refuses: no network namespace' <<<"$out" ||
+    fail "isolation: tpoold did not say which confinement the container refuses: $(tail -n 20 <<<"$out")"
+  if grep -q 'no seccomp filter' <<<"$out"; then
+    fail "isolation: the runners have no seccomp filter in the container: $(grep 'no seccomp filter' <<<"$out")"
+  fi
+  "${PODMAN[@]}" stop -t "$STOP_TIMEOUT" "$c" >/dev/null
+  log "isolation: hash in process mode in the container: 2 runners of uid 10001, a job answered, the missing network namespace said, the seccomp filter on"
+}
+
 # ---- Kubernetes: kustomize, client-side checks, podman kube play --------------
 # The test overlay (written here, next to nothing else) changes networking,
 # because podman has one network namespace for the pod and the host: host
@@ -537,6 +594,7 @@ case "$MODE" in
     build_image
     make_secrets
     run_image
+    check_isolation
     ;;
   kube)
     build_image

@@ -136,7 +136,8 @@ void collect_jobs(const JobsSnapshot& e, Families& f) {
       .value(d(e.rejected_not_found), {{"reason", "not_found"}})
       .value(d(e.rejected_full), {{"reason", "exhausted"}})
       .value(d(e.rejected_draining), {{"reason", "draining"}})
-      .value(d(e.rejected_conflict), {{"reason", "idempotency_conflict"}});
+      .value(d(e.rejected_conflict), {{"reason", "idempotency_conflict"}})
+      .value(d(e.rejected_unhealthy), {{"reason", "unhealthy"}});
   f.counter("tpoold_jobs_deduplicated_total",
             "Requests answered by an earlier job with the same idempotency key.")
       .value(d(e.deduplicated));

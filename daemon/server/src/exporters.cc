@@ -62,6 +62,7 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
     j.rejected_full = e.rejected_full;
     j.rejected_draining = e.rejected_draining;
     j.rejected_conflict = e.rejected_conflict;
+    j.rejected_unhealthy = e.rejected_unhealthy;
     j.deduplicated = e.deduplicated;
     j.in_progress = e.in_flight;
     j.result_store_entries = e.retained_entries;

@@ -293,9 +293,24 @@ TEST_F(IsolationTest, AnAllowedSyscallPassesTheFilter) {
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
+// process_config() with the metrics listener on (its port in port_file).
+std::string with_metrics(std::string config, const std::string& port_file) {
+  const std::string off = "[metrics]\nenabled = false\n";
+  config.replace(config.find(off), off.size(),
+                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
+  return config;
+}
+
 TEST_F(IsolationTest, CrashesOverTheLimitMarkThePluginUnhealthyUntilItIsReloaded) {
-  DaemonProcess d(process_config("crash_limit = 2\n"), bad_args());
+  TempDir dir;
+  const std::string port_file = dir.file("metrics.port");
+  DaemonProcess d(with_metrics(process_config("crash_limit = 2\n"), port_file), bad_args());
   ASSERT_TRUE(d.started()) << d.log();
+  const int port = wait_port_file(port_file);
+  ASSERT_GT(port, 0) << d.log();
+  auto metric = [&](const std::string& series) {
+    return parse_exposition(http_get(port, "/metrics").body)[series];
+  };
   EXPECT_EQ(execute(d, "iso_segv", "").state(), JOB_STATE_FAILED);
   EXPECT_EQ(execute(d, "iso_abort", "").state(), JOB_STATE_FAILED);
   grpc::Status s;
@@ -309,6 +324,8 @@ TEST_F(IsolationTest, CrashesOverTheLimitMarkThePluginUnhealthyUntilItIsReloaded
                  "replaced\\); it takes no new jobs until it is reloaded \\(SIGHUP or tpoolctl "
                  "reload\\) after a fix$")))
       << s.error_message();
+  EXPECT_EQ(metric("tpoold_jobs_rejected_total{reason=\"unhealthy\"}"), 1.0);
+  EXPECT_EQ(metric("tpoold_isolated_plugin_healthy{plugin=\"isolation_bad\"}"), 0.0);
   // Other plugins serve on.
   EXPECT_EQ(execute(d, "echo", "x").output(), "x");
   {
@@ -370,14 +387,6 @@ TEST_F(IsolationTest, NoRunnerSurvivesASigkilledDaemon) {
   for (const auto& w : watches) {
     EXPECT_TRUE(w->exited_within(std::chrono::seconds(30))) << "runner " << w->pid();
   }
-}
-
-// process_config() with the metrics listener on (its port in port_file).
-std::string with_metrics(std::string config, const std::string& port_file) {
-  const std::string off = "[metrics]\nenabled = false\n";
-  config.replace(config.find(off), off.size(),
-                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
-  return config;
 }
 
 TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {

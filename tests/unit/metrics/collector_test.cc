@@ -139,6 +139,7 @@ TEST(Collector, EverySnapshotFieldFeedsItsOwnSeries) {
   j.rejected_full = 13;
   j.rejected_draining = 14;
   j.rejected_conflict = 15;
+  j.rejected_unhealthy = 150;
   j.deduplicated = 16;
   j.in_progress = 17;
   j.result_store_entries = 18;
@@ -173,11 +174,9 @@ TEST(Collector, EverySnapshotFieldFeedsItsOwnSeries) {
         want)
         << outcome;
   }
-  const std::pair<const char*, double> reasons[] = {{"invalid_argument", 11},
-                                                    {"not_found", 12},
-                                                    {"exhausted", 13},
-                                                    {"draining", 14},
-                                                    {"idempotency_conflict", 15}};
+  const std::pair<const char*, double> reasons[] = {
+      {"invalid_argument", 11},     {"not_found", 12}, {"exhausted", 13}, {"draining", 14},
+      {"idempotency_conflict", 15}, {"unhealthy", 150}};
   for (const auto& [reason, want] : reasons) {
     EXPECT_EQ(sample(fs, "tpoold_jobs_rejected_total", {{"reason", reason}}), want) << reason;
   }

@@ -40,6 +40,7 @@ struct JobsSnapshot {
   std::uint64_t rejected_full = 0;       // reason="exhausted"
   std::uint64_t rejected_draining = 0;   // reason="draining"
   std::uint64_t rejected_conflict = 0;   // reason="idempotency_conflict"
+  std::uint64_t rejected_unhealthy = 0;  // reason="unhealthy": its isolated plugin is unhealthy
   std::uint64_t deduplicated = 0;
   std::uint64_t in_progress = 0;  // accepted, not yet ended
   std::uint64_t result_store_entries = 0;

@@ -645,13 +645,14 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
                            ? static_cast<JobCode>(status)
                            : JobCode::kError;
             if (status == TPOOL_STATUS_INTERNAL && msg.rfind("threw", 0) == 0) {
+              res.threw = true;
               msg = who(h) + " " + msg;
             }
             res.message = !msg.empty() ? std::move(msg)
                                        : who(h) + " failed with status " + std::to_string(status) +
                                              " and gave no message";
           } else if (services.is_cancelled()) {
-            (void)services.claim_ignored_cancellation();
+            res.ignored_cancellation = services.claim_ignored_cancellation();
             const bool deadline = services.deadline_passed();
             res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
             res.message = "the job was " +

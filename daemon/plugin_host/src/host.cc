@@ -504,6 +504,8 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
   if (h.isolated) {
     r = h.isolated->invoke(h.info, input, services);
     if (r.code == JobCode::kOutputTooLarge) Shared::bump(s.output_too_large);
+    if (r.threw) Shared::bump(s.handler_exceptions);
+    if (r.ignored_cancellation) Shared::bump(s.ignored_cancellation);
     if (!r.ok()) Shared::bump(s.handler_failures);
     return r;
   }

@@ -420,6 +420,41 @@ TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
+// The host's handler counters count calls that ran in a runner too: a C++
+// exception thrown there, and an OK returned after a cancel.
+TEST_F(IsolationTest, HandlerCountersCountExceptionsAndIgnoredCancellationsInRunners) {
+  TempDir dir;
+  const std::string port_file = dir.file("metrics.port");
+  DaemonProcess d(with_metrics(process_config(), port_file), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const int port = wait_port_file(port_file);
+  ASSERT_GT(port, 0) << d.log();
+  auto metric = [&](const std::string& name) {
+    return parse_exposition(http_get(port, "/metrics").body)[name];
+  };
+  EXPECT_EQ(metric("tpoold_handler_exceptions_total"), 0.0);
+  EXPECT_EQ(metric("tpoold_handler_ignored_cancellation_total"), 0.0);
+  tpool::v1::JobResult thrown = execute(d, "fail_throw", "");
+  EXPECT_EQ(thrown.state(), JOB_STATE_FAILED);
+  EXPECT_NE(thrown.message().find("threw a C++ exception"), std::string::npos) << thrown.message();
+  EXPECT_EQ(metric("tpoold_handler_exceptions_total"), 1.0);
+
+  const std::uint64_t id = submit(d, "iso_late", "");
+  ASSERT_TRUE(eventually([&] { return get(d, id).state() == JOB_STATE_RUNNING; })) << d.log();
+  {
+    grpc::ClientContext c;
+    tpool::v1::JobRef ref;
+    ref.set_job_id(id);
+    tpool::v1::CancelReply reply;
+    ASSERT_TRUE(d.jobs().Cancel(&c, ref, &reply).ok());
+  }
+  tpool::v1::JobResult late = wait_job(d, id);
+  EXPECT_EQ(late.state(), JOB_STATE_CANCELLED);
+  EXPECT_NE(late.message().find("its output is discarded"), std::string::npos) << late.message();
+  EXPECT_EQ(metric("tpoold_handler_ignored_cancellation_total"), 1.0);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
   TempDir dir;
   const std::string port_file = dir.file("metrics.port");

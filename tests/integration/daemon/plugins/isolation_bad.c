@@ -11,12 +11,15 @@
  *   iso_socket  calls socket(2), which the runner's seccomp filter denies.
  *   iso_pid     outputs the process id it runs in (decimal): the runner's
  *               in process mode, tpoold's in in_process mode.
+ *   iso_late    waits until its job is cancelled, then returns OK anyway
+ *               (a handler that ignores cancellation but does return).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <tpool/plugin.h>
 #include <unistd.h>
 
@@ -68,6 +71,13 @@ static int32_t socket_call(void* ctx, tpool_job* job, const uint8_t* in, size_t 
   return TPOOL_STATUS_ERROR;
 }
 
+static int32_t late_call(void* ctx, tpool_job* job, const uint8_t* in, size_t n) {
+  const struct timespec ms = {0, 1000000};
+  (void)ctx, (void)in, (void)n;
+  while (!host->is_cancelled(job)) nanosleep(&ms, NULL);
+  return TPOOL_STATUS_OK;
+}
+
 static int32_t pid_call(void* ctx, tpool_job* job, const uint8_t* in, size_t n) {
   char buf[32];
   int len = snprintf(buf, sizeof buf, "%ld", (long)getpid());
@@ -84,6 +94,7 @@ static const tpool_handler handlers[] = {
      hog_call},
     {"iso_socket", "calls socket(2) (test plugin)", TPOOL_LANE_DEFAULT, 0, 0, socket_call},
     {"iso_pid", "outputs its process id (test plugin)", TPOOL_LANE_DEFAULT, 0, 0, pid_call},
+    {"iso_late", "returns OK once cancelled (test plugin)", TPOOL_LANE_BLOCKING, 0, 0, late_call},
 };
 
 static const tpool_plugin plugin = {TPOOL_PLUGIN_HEADER,

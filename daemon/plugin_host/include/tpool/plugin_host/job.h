@@ -52,6 +52,12 @@ struct InvokeResult {
   // the host failed the job). May be set on success too.
   std::string message;
   std::string output;  // bytes, not text
+  // Set by an IsolatedPlugin for what the host counts but did not see
+  // itself (the call ran in a runner): the handler threw a C++ exception
+  // (HostCounters::handler_exceptions), or returned OK after its job was
+  // cancelled and this call claimed it (ignored_cancellation).
+  bool threw = false;
+  bool ignored_cancellation = false;
 
   bool ok() const noexcept { return code == JobCode::kOk; }
 };

@@ -31,6 +31,9 @@
 // Cases are registered case by case, each server's one after the other
 // (Unary/raw/1, Unary/tpoold/1, Unary/tpoold_tls/1, Unary/raw/64, ...), so
 // the ones compared run close together in time.
+// `bench_daemon --memory` instead measures the daemon's memory per in-flight
+// job and per retained result, and its RSS after a million Stream and a
+// million Submit jobs (run_memory below; docs/benchmarks.md, "Memory per job").
 // --benchmark_filter selects cases; TPOOL_BENCH_TLS=0 (environment) leaves
 // the TLS tpoold out (not started, its cases not registered). A server that
 // does not start or refuses a first call is reported on stderr and its cases
@@ -58,11 +61,14 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "raw_echo.h"
@@ -150,6 +156,15 @@ class Server {
     std::filesystem::remove(port_file_);
   }
   const std::string& name() const { return name_; }
+  pid_t pid() const { return pid_; }
+  // SIGKILL, for a daemon whose jobs would make a drain wait.
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
   // Empty if the server answered its first call; else why not.
   const std::string& problem() const { return problem_; }
   tpool::v1::JobService::Stub& stub() { return *stub_; }
@@ -365,6 +380,183 @@ void SubmitBatch(benchmark::State& state) {
   state.counters["refused"] = static_cast<double>(refused);
 }
 
+// ---- --memory: the daemon's memory per job (issue 19; docs/benchmarks.md,
+// "Memory per job"). Not Google Benchmark cases: each phase starts its own
+// tpoold, drives it, and reads its VmRSS from /proc. Jobs are echo jobs with
+// a 16-byte payload.
+
+const std::string kPayload16 = "0123456789abcdef";
+
+std::uint64_t rss_bytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+double mib(std::uint64_t b) {
+  return static_cast<double>(b) / (1 << 20);
+}
+
+// SubmitBatch of n echo jobs, 1000 per call; their ids.
+std::vector<std::uint64_t> submit_echo(Server& s, std::uint64_t n) {
+  std::vector<std::uint64_t> ids;
+  tpool::v1::JobBatch b;
+  for (std::uint64_t done = 0; done < n;) {
+    b.Clear();
+    const std::uint64_t k = std::min<std::uint64_t>(1000, n - done);
+    for (std::uint64_t i = 0; i < k; ++i) {
+      auto* j = b.add_jobs();
+      j->set_handler("echo");
+      j->set_payload(kPayload16);
+    }
+    grpc::ClientContext ctx;
+    tpool::v1::JobRefs refs;
+    grpc::Status st = s.stub().SubmitBatch(&ctx, b, &refs);
+    if (!st.ok()) throw std::runtime_error("SubmitBatch failed: " + st.error_message());
+    for (const auto& item : refs.items()) {
+      if (item.code() != 0) throw std::runtime_error("an item was refused: " + item.message());
+      ids.push_back(item.job_id());
+    }
+    done += k;
+  }
+  return ids;
+}
+
+// Waits for each of `ids` to end.
+void wait_all(Server& s, const std::vector<std::uint64_t>& ids) {
+  for (auto id : ids) {
+    grpc::ClientContext ctx;
+    tpool::v1::WaitRequest req;
+    req.set_job_id(id);
+    tpool::v1::JobResult r;
+    if (!s.stub().Wait(&ctx, req, &r).ok()) throw std::runtime_error("Wait failed");
+  }
+}
+
+// n echo jobs through one Stream, per_msg per message, all results read.
+void stream_echo(Server& s, std::uint64_t n, std::uint64_t per_msg) {
+  grpc::ClientContext ctx;
+  auto stream = s.stub().Stream(&ctx);
+  std::thread writer([&] {
+    tpool::v1::JobBatch b;
+    for (std::uint64_t done = 0; done < n; done += per_msg) {
+      b.Clear();
+      for (std::uint64_t i = 0; i < per_msg; ++i) {
+        auto* j = b.add_jobs();
+        j->set_handler("echo");
+        j->set_payload(kPayload16);
+      }
+      if (!stream->Write(b)) break;
+    }
+    stream->WritesDone();
+  });
+  std::uint64_t got = 0;
+  tpool::v1::ResultBatch rb;
+  while (got < n && stream->Read(&rb)) got += static_cast<std::uint64_t>(rb.results_size());
+  while (stream->Read(&rb)) {
+  }
+  grpc::Status st = stream->Finish();
+  writer.join();
+  if (!st.ok() || got != n) throw std::runtime_error("the stream failed");
+}
+
+using TpooldArgs =
+    std::function<std::vector<std::string>(const std::string& name, const std::string& config)>;
+
+std::unique_ptr<Server> start(const std::string& dir, const std::string& name,
+                              const std::string& config, const TpooldArgs& args) {
+  {
+    std::ofstream c(dir + "/" + name + ".toml");
+    // `config` continues [server] (its first lines) or opens other tables.
+    c << "[server]\nadmin_listen = \"none\"\n" << config << "\n[metrics]\nenabled = false\n";
+  }
+  auto s = std::make_unique<Server>(name, args(name, dir + "/" + name + ".toml"),
+                                    dir + "/" + name + ".port", dir + "/" + name + ".log");
+  if (!s->problem().empty()) throw std::runtime_error(name + " " + s->problem());
+  stream_echo(*s, 20000, 1000);  // warm-up: gRPC's and the allocator's first growth
+  return s;
+}
+
+int run_memory(const std::string& dir, const TpooldArgs& args) {
+  constexpr std::uint64_t kStep = 50000;
+  std::printf("memory: echo jobs, %zu-byte payload; VmRSS of tpoold\n", kPayload16.size());
+  {
+    // In flight: the one CPU worker held by a sleep, no overflow workers, so
+    // every echo job submitted after it stays queued (accepted, not ended).
+    auto s = start(dir, "inflight",
+                   "max_inflight_jobs = 262144\n"
+                   "[pool]\nmax_threads = 1\nblocking_workers = 0\nmax_overflow_workers = 0\n"
+                   "watchdog_interval_ms = 0\nqueue_capacity = 262144\n"
+                   "[results]\nmax_entries = 1000000\nmax_bytes = 1099511627776\n",
+                   args);
+    {
+      grpc::ClientContext ctx;
+      tpool::v1::JobRequest req;
+      req.set_handler("sleep");
+      req.set_payload("3600000");
+      req.set_lane(tpool::v1::LANE_DEFAULT);
+      tpool::v1::JobRef ref;
+      if (!s->stub().Submit(&ctx, req, &ref).ok()) throw std::runtime_error("sleep refused");
+      for (;;) {  // until the worker holds it (bounded by the Wait below otherwise)
+        grpc::ClientContext g;
+        tpool::v1::JobStatus js;
+        if (!s->stub().Get(&g, ref, &js).ok()) throw std::runtime_error("Get failed");
+        if (js.state() == tpool::v1::JOB_STATE_RUNNING) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    const std::uint64_t r0 = rss_bytes(s->pid());
+    (void)submit_echo(*s, kStep);
+    const std::uint64_t r1 = rss_bytes(s->pid());
+    (void)submit_echo(*s, kStep);
+    const std::uint64_t r2 = rss_bytes(s->pid());
+    std::printf(
+        "memory: in flight (Submit, queued): idle %.1f MiB, %llu jobs %.1f MiB, %llu jobs "
+        "%.1f MiB: %.0f bytes per job (second step), %.0f (first)\n",
+        mib(r0), static_cast<unsigned long long>(kStep), mib(r1),
+        static_cast<unsigned long long>(2 * kStep), mib(r2), static_cast<double>(r2 - r1) / kStep,
+        static_cast<double>(r1 - r0) / kStep);
+    s->kill_now();
+  }
+  {
+    auto s = start(dir, "retained", "[results]\nmax_entries = 1000000\nmax_bytes = 1099511627776\n",
+                   args);
+    const std::uint64_t r0 = rss_bytes(s->pid());
+    wait_all(*s, submit_echo(*s, kStep));
+    const std::uint64_t r1 = rss_bytes(s->pid());
+    wait_all(*s, submit_echo(*s, kStep));
+    const std::uint64_t r2 = rss_bytes(s->pid());
+    std::printf(
+        "memory: retained results (ended): idle %.1f MiB, %llu %.1f MiB, %llu %.1f MiB: "
+        "%.0f bytes per result (second step), %.0f (first)\n",
+        mib(r0), static_cast<unsigned long long>(kStep), mib(r1),
+        static_cast<unsigned long long>(2 * kStep), mib(r2), static_cast<double>(r2 - r1) / kStep,
+        static_cast<double>(r1 - r0) / kStep);
+  }
+  {
+    auto s = start(dir, "stream1m", "", args);
+    const std::uint64_t r0 = rss_bytes(s->pid());
+    stream_echo(*s, 1000000, 1000);
+    std::printf(
+        "memory: 1,000,000 Stream jobs (1,000 per message): idle %.1f MiB, after %.1f MiB\n",
+        mib(r0), mib(rss_bytes(s->pid())));
+  }
+  {
+    auto s = start(dir, "submit1m", "", args);  // the default [results] bounds
+    const std::uint64_t r0 = rss_bytes(s->pid());
+    std::vector<std::uint64_t> last;
+    for (int call = 0; call < 10; ++call) last = submit_echo(*s, 100000);
+    wait_all(*s, last);
+    std::printf(
+        "memory: 1,000,000 Submit jobs retained (default results.max_entries 100,000, "
+        "max_bytes 64 MiB): idle %.1f MiB, after %.1f MiB\n",
+        mib(r0), mib(rss_bytes(s->pid())));
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace tpool::bench
 
@@ -385,7 +577,7 @@ int main(int argc, char** argv) {
   // share). Each has its own wrapper variable, so that two profilers never
   // write the same output file.
   auto tpoold_args = [&](const std::string& name, const char* prefix_env,
-                         const std::string& config) {
+                         const std::string& config) -> std::vector<std::string> {
     std::vector<std::string> args;
     if (const char* prefix = std::getenv(prefix_env)) {
       std::istringstream words(prefix);
@@ -405,6 +597,19 @@ int main(int argc, char** argv) {
     }
     return args;
   };
+  if (argc == 2 && std::string(argv[1]) == "--memory") {
+    int rc = 0;
+    try {
+      rc = run_memory(dir, [&](const std::string& name, const std::string& config) {
+        return tpoold_args(name, "TPOOL_BENCH_TPOOLD_PREFIX", config);
+      });
+    } catch (const std::exception& e) {
+      std::cerr << "bench_daemon --memory: " << e.what() << "\n";
+      rc = 1;
+    }
+    std::filesystem::remove_all(dir);
+    return rc;
+  }
   tpoold =
       std::make_unique<Server>("tpoold", tpoold_args("tpoold", "TPOOL_BENCH_TPOOLD_PREFIX", ""),
                                dir + "/tpoold.port", dir + "/tpoold.log");

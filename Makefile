@@ -24,7 +24,8 @@ help:
 	@echo "                   under the fuzz preset, a bounded seeded number of runs each"
 	@echo "                   (TPOOL_FUZZ_RUNS_<target>; about 30 s of runs on 2 cores, plus the"
 	@echo "                   fuzz_* build: 40 s in all with ccache, 4 min cold); fails on any finding"
-	@echo "make bench         build and run the benchmarks against the peers (bench_*, then"
+	@echo "make bench         build and run the benchmarks against the peers (bench_*, the daemon's"
+	@echo "                   memory per job (bench_daemon --memory), then"
 	@echo "                   tpoold against gearmand and beanstalkd: bench/peers/run.sh);"
 	@echo "                   make bench-report turns the peers' results into docs/benchmarks.md's"
 	@echo "                   tables and plots"
@@ -119,6 +120,7 @@ bench: deps
 	$(CMAKE) --preset bench
 	$(CMAKE) --build --preset bench -j $(JOBS)
 	scripts/run-benchmarks.sh
+	build/bench/bench/daemon/bench_daemon --memory | tee bench/results/memory.txt
 	bench/peers/run.sh build/bench
 
 bench-report:

@@ -91,11 +91,12 @@ bool fill(Runner& r) {
 }
 
 // Polls fd without sleeping until it is readable (true) or `until` passes.
+// Each poll(2) is a system call of well under a microsecond: no pause needed
+// between them.
 bool spin_until_readable(int fd, Clock::time_point until) {
   pollfd p{fd, POLLIN, 0};
   do {
     if (::poll(&p, 1, 0) != 0) return true;  // readable, or an error poll() will report
-    for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
   } while (Clock::now() < until);
   return false;
 }
@@ -567,7 +568,7 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
   const auto sent_at = Clock::now();
   // kSpinFor: when to expect the result, if this call spins at all.
   const std::chrono::nanoseconds expect(round_trip_ns_.load(std::memory_order_relaxed));
-  bool spun = !alone || expect > kSpinUpTo;
+  bool may_spin = alone && expect <= kSpinUpTo;  // once, on the first wait
   FaultInfo fault;
   // A job cancelled before it was sent went with its flag set (kJob).
   bool cancel_sent = false;
@@ -724,8 +725,8 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
     }
     pollfd p{r->fd, POLLIN, 0};
     int rc = 0;
-    if (!spun) {
-      spun = true;
+    if (may_spin) {
+      may_spin = false;
       auto spin_from = sent_at;
       if (expect > kSpinFor) {
         spin_from = sent_at + expect - kSpinFor / 2;

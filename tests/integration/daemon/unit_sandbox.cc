@@ -209,7 +209,9 @@ int main(int argc, char** argv) {
   }
   const Unit u = read_unit(argv[1]);
   if (u.no_capabilities) drop_capabilities();
-  // The kernel needs it for an unprivileged filter; the unit says it too.
+  // The kernel needs it for a filter without CAP_SYS_ADMIN, so a unit
+  // without it cannot be emulated faithfully.
+  if (!u.no_new_privileges) die("a unit without NoNewPrivileges=yes is not emulated");
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("PR_SET_NO_NEW_PRIVS failed");
   install_filter(u);
   ::execv(argv[3], argv + 3);

@@ -96,9 +96,19 @@ std::string confine_early(long daemon_pid, const Limits& limits, std::string& no
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return errno_text("prctl(PR_SET_NO_NEW_PRIVS)");
+#if defined(__SANITIZE_ADDRESS__)
+  // An AddressSanitizer build (make asan) maps terabytes of shadow memory
+  // at start: under any RLIMIT_AS the runner could not start. Said, not set.
+  if (limits.address_space_mb != 0) {
+    notes += std::string(notes.empty() ? "" : "; ") +
+             "RLIMIT_AS (address_space_mb) not applied: this tpool-runner is an "
+             "AddressSanitizer build";
+  }
+#else
   if (limits.address_space_mb != 0) {
     limit_or_note(RLIMIT_AS, "RLIMIT_AS (address_space_mb)", limits.address_space_mb << 20, notes);
   }
+#endif
   if (limits.open_files != 0) {
     limit_or_note(RLIMIT_NOFILE, "RLIMIT_NOFILE (open_files)", limits.open_files, notes);
   }

@@ -481,7 +481,9 @@ int main(int argc, char** argv) {
   // Only stdin/out/err and the channel: whatever else the daemon had open
   // without close-on-exec (a library's descriptor) is not the plugin's.
   ::close_range(kChannelFd + 1, ~0u, 0);
+#if !defined(__SANITIZE_ADDRESS__)  // not applied under ASan (confine_early)
   as_limit_bytes = args.limits.address_space_mb << 20;
+#endif
   alt_stack();
   install_fault_handlers();
   std::string notes;

@@ -29,6 +29,15 @@ using tpool::v1::JOB_STATE_RUNNING;
 using tpool::v1::JOB_STATE_SUCCEEDED;
 using tpool::v1::JOB_STATE_TIMED_OUT;
 
+// An AddressSanitizer build (make asan): its runners cannot run under an
+// address-space limit (ASan's shadow memory), so they go without it, say so,
+// and the tests of that limit are skipped.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+
 std::vector<std::string> bad_args() {
   return {"--plugin-dir", TPOOL_ISOLATION_PLUGIN_DIR};
 }
@@ -179,6 +188,9 @@ class IsolationFaultTest : public IsolationTest, public ::testing::WithParamInte
 
 TEST_P(IsolationFaultTest, OnlyTheBadJobFailsWithItsSentenceAndTheRunnerIsReplaced) {
   const Fault& f = GetParam();
+  if (kAsan && std::string(f.handler) == "iso_hog") {
+    GTEST_SKIP() << "an AddressSanitizer runner has no address-space limit";
+  }
   DaemonProcess d(process_config(), bad_args());
   ASSERT_TRUE(d.started()) << d.log();
   const pid_t before = runner_pid(d);
@@ -406,13 +418,16 @@ TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
 
   EXPECT_EQ(execute(d, "iso_segv", "").state(), JOB_STATE_FAILED);
   EXPECT_EQ(execute(d, "iso_socket", "").state(), JOB_STATE_FAILED);
-  EXPECT_EQ(execute(d, "iso_hog", "").state(), JOB_STATE_FAILED);
+  if (!kAsan) {
+    EXPECT_EQ(execute(d, "iso_hog", "").state(), JOB_STATE_FAILED);
+  }
   m = scrape();
   EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"crash\"}"], 1.0);
   EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"denied_syscall\"}"], 1.0);
-  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"memory\"}"], 1.0);
+  EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"memory\"}"],
+            kAsan ? 0.0 : 1.0);
   EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"time_limit\"}"], 0.0);
-  EXPECT_EQ(m["tpoold_isolated_jobs_lost_total" + bad + "}"], 3.0);
+  EXPECT_EQ(m["tpoold_isolated_jobs_lost_total" + bad + "}"], kAsan ? 2.0 : 3.0);
   // The slot restarts its runner on its next job, after the backoff.
   EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 0.0);
   EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
@@ -499,14 +514,23 @@ std::vector<std::string> under_unit(const std::string& unit = TPOOL_SYSTEMD_UNIT
   return {TPOOL_UNIT_SANDBOX, unit, "--"};
 }
 
+// Under ASan, no leak check at exit for a daemon in the unit sandbox: LSan
+// stops the process's threads with ptrace, which the unit's filter denies.
+std::vector<std::string> unit_env() {
+  if (!kAsan) return {};
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return {std::string("ASAN_OPTIONS=") + (asan != nullptr ? asan : "") + ":detect_leaks=0"};
+}
+
 // The runners start and serve under the unit; a crash still ends only its
 // job; what the unit refuses them is said once per plugin at load.
 TEST_F(IsolationTest, UnderTheHardenedUnitRunnersServeFilteredAndSayWhatTheUnitRefuses) {
-  DaemonProcess d(process_config(), bad_args(), {}, under_unit());
+  DaemonProcess d(process_config(), bad_args(), unit_env(), under_unit());
   ASSERT_TRUE(d.started()) << d.log();
   // No CAP_SYS_ADMIN and RestrictNamespaces: no network namespace, said.
-  EXPECT_NE(d.log().find("confined without what this environment refuses: no network namespace"),
-            std::string::npos)
+  EXPECT_NE(d.log().find("confined without what this environment refuses: "), std::string::npos)
+      << d.log();
+  EXPECT_NE(d.log().find("no network namespace (unshare(CLONE_NEWNET)"), std::string::npos)
       << d.log();
   // The unit allows seccomp(2): the runners' own filter is on.
   EXPECT_EQ(d.log().find("no seccomp filter"), std::string::npos) << d.log();
@@ -543,7 +567,7 @@ TEST_F(IsolationTest, AUnitThatRefusesSeccompLeavesRunnersUnfilteredAndSaysSo) {
       out << line << "\n";
     }
   }
-  DaemonProcess d(process_config(), bad_args(), {}, under_unit(unit));
+  DaemonProcess d(process_config(), bad_args(), unit_env(), under_unit(unit));
   ASSERT_TRUE(d.started()) << d.log();
   EXPECT_NE(d.log().find("no seccomp filter (cannot apply a filter to every thread (TSYNC): the "
                          "environment refuses seccomp(2)"),

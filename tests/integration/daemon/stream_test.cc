@@ -306,8 +306,16 @@ TEST(Stream, AClientThatDoesNotReadIsHeldToTheStreamBuffer) {
   // The client is pushed back: most of its writes have not gone through.
   EXPECT_LT(written.load(), kMessages / 2);
   // RSS: the 100 MB of results are not held (the old daemon held all of them).
+  // Under ASan (make asan) each live allocation carries redzones: the same
+  // bounded buffer and, in the store variant, the retained durable jobs take
+  // more; 96 MiB still tells 100 MB of held results from none.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr std::uint64_t kSlackKib = 96 * 1024;
+#else
+  constexpr std::uint64_t kSlackKib = 64 * 1024;
+#endif
   const std::uint64_t rss_stalled = status_kib(d.pid(), "VmRSS:");
-  EXPECT_LT(rss_stalled, rss_before + 64 * 1024) << "RSS in KiB, before " << rss_before;
+  EXPECT_LT(rss_stalled, rss_before + kSlackKib) << "RSS in KiB, before " << rss_before;
 
   // Reading now delivers every result, once.
   std::vector<char> seen(kJobs, 0);

@@ -67,6 +67,16 @@ std::uint64_t submit(DaemonProcess& d, const std::string& handler, const std::st
   return ref.job_id();
 }
 
+// Cancels job `id` (the call must succeed).
+void cancel(DaemonProcess& d, std::uint64_t id) {
+  grpc::ClientContext c;
+  tpool::v1::JobRef ref;
+  ref.set_job_id(id);
+  tpool::v1::CancelReply reply;
+  grpc::Status s = d.jobs().Cancel(&c, ref, &reply);
+  EXPECT_TRUE(s.ok()) << "Cancel of job " << id << ": " << s.error_message();
+}
+
 // Blocks until the job ends (Wait), bounded by a minute.
 tpool::v1::JobResult wait_job(DaemonProcess& d, std::uint64_t id) {
   grpc::ClientContext c;
@@ -267,13 +277,7 @@ TEST_F(IsolationTest, ACancelledSpinnerHasItsRunnerKilledAfterTheGrace) {
   PidWatch old_runner(before);
   std::uint64_t id = submit(d, "iso_spin", "");
   ASSERT_TRUE(eventually([&] { return get(d, id).state() == JOB_STATE_RUNNING; }));
-  {
-    grpc::ClientContext c;
-    tpool::v1::JobRef ref;
-    ref.set_job_id(id);
-    tpool::v1::CancelReply reply;
-    ASSERT_TRUE(d.jobs().Cancel(&c, ref, &reply).ok());
-  }
+  cancel(d, id);
   EXPECT_EQ(wait_job(d, id).state(), JOB_STATE_CANCELLED);
   EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
   EXPECT_NE(runner_pid(d), before);
@@ -456,13 +460,7 @@ TEST_F(IsolationTest, HandlerCountersCountExceptionsAndIgnoredCancellationsInRun
 
   const std::uint64_t id = submit(d, "iso_late", "");
   ASSERT_TRUE(eventually([&] { return get(d, id).state() == JOB_STATE_RUNNING; })) << d.log();
-  {
-    grpc::ClientContext c;
-    tpool::v1::JobRef ref;
-    ref.set_job_id(id);
-    tpool::v1::CancelReply reply;
-    ASSERT_TRUE(d.jobs().Cancel(&c, ref, &reply).ok());
-  }
+  cancel(d, id);
   tpool::v1::JobResult late = wait_job(d, id);
   EXPECT_EQ(late.state(), JOB_STATE_CANCELLED);
   EXPECT_NE(late.message().find("its output is discarded"), std::string::npos) << late.message();
@@ -491,13 +489,7 @@ TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
       << d.log();
   EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 4.0);
   EXPECT_EQ(metric("tpoold_isolated_runners_alive"), 4.0);  // busy runners are alive
-  for (auto id : ids) {
-    grpc::ClientContext c;
-    tpool::v1::JobRef ref;
-    ref.set_job_id(id);
-    tpool::v1::CancelReply reply;
-    ASSERT_TRUE(d.jobs().Cancel(&c, ref, &reply).ok());
-  }
+  for (auto id : ids) cancel(d, id);
   for (auto id : ids) EXPECT_EQ(wait_job(d, id).state(), JOB_STATE_CANCELLED);
   EXPECT_EQ(metric("tpoold_isolated_channel_queue_depth"), 0.0);
   EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 0.0);

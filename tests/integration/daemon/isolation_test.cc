@@ -309,24 +309,42 @@ TEST_F(IsolationTest, AnAllowedSyscallPassesTheFilter) {
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
-// process_config() with the metrics listener on (its port in port_file).
-std::string with_metrics(std::string config, const std::string& port_file) {
-  const std::string off = "[metrics]\nenabled = false\n";
-  config.replace(config.find(off), off.size(),
-                 "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
-  return config;
-}
+// A daemon of process_config(bad_extra) with its metrics listener on, for
+// the tests that scrape it.
+class MetricsDaemon {
+ public:
+  explicit MetricsDaemon(const std::string& bad_extra = "")
+      : d(with_metrics(process_config(bad_extra), port_file_), bad_args()) {}
+  // True once the daemon serves and its metrics port is known.
+  bool start() {
+    if (!d.started()) return false;
+    port_ = wait_port_file(port_file_);
+    return port_ > 0;
+  }
+  std::map<std::string, double> scrape() {
+    return parse_exposition(http_get(port_, "/metrics").body);
+  }
+
+ private:
+  static std::string with_metrics(std::string config, const std::string& port_file) {
+    const std::string off = "[metrics]\nenabled = false\n";
+    config.replace(config.find(off), off.size(),
+                   "[metrics]\nlisten = \"127.0.0.1:0\"\nport_file = \"" + port_file + "\"\n");
+    return config;
+  }
+  TempDir dir_;
+  std::string port_file_ = dir_.file("metrics.port");
+  int port_ = 0;
+
+ public:
+  DaemonProcess d;  // after port_file_, which its config names
+};
 
 TEST_F(IsolationTest, CrashesOverTheLimitMarkThePluginUnhealthyUntilItIsReloaded) {
-  TempDir dir;
-  const std::string port_file = dir.file("metrics.port");
-  DaemonProcess d(with_metrics(process_config("crash_limit = 2\n"), port_file), bad_args());
-  ASSERT_TRUE(d.started()) << d.log();
-  const int port = wait_port_file(port_file);
-  ASSERT_GT(port, 0) << d.log();
-  auto metric = [&](const std::string& series) {
-    return parse_exposition(http_get(port, "/metrics").body)[series];
-  };
+  MetricsDaemon md("crash_limit = 2\n");
+  DaemonProcess& d = md.d;
+  ASSERT_TRUE(md.start()) << d.log();
+  auto metric = [&](const std::string& series) { return md.scrape()[series]; };
   EXPECT_EQ(execute(d, "iso_segv", "").state(), JOB_STATE_FAILED);
   EXPECT_EQ(execute(d, "iso_abort", "").state(), JOB_STATE_FAILED);
   grpc::Status s;
@@ -406,15 +424,11 @@ TEST_F(IsolationTest, NoRunnerSurvivesASigkilledDaemon) {
 }
 
 TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
-  TempDir dir;
-  const std::string port_file = dir.file("metrics.port");
-  DaemonProcess d(with_metrics(process_config(), port_file), bad_args());
-  ASSERT_TRUE(d.started()) << d.log();
-  const int port = wait_port_file(port_file);
-  ASSERT_GT(port, 0) << d.log();
-  auto scrape = [&] { return parse_exposition(http_get(port, "/metrics").body); };
+  MetricsDaemon md;
+  DaemonProcess& d = md.d;
+  ASSERT_TRUE(md.start()) << d.log();
   const std::string bad = "{plugin=\"isolation_bad\"";
-  auto m = scrape();
+  auto m = md.scrape();
   EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
   EXPECT_EQ(m["tpoold_isolated_runners_alive{plugin=\"sleep\"}"], 4.0);
   EXPECT_EQ(m["tpoold_isolated_plugin_healthy" + bad + "}"], 1.0);
@@ -425,7 +439,7 @@ TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
   if (!kAsan) {
     EXPECT_EQ(execute(d, "iso_hog", "").state(), JOB_STATE_FAILED);
   }
-  m = scrape();
+  m = md.scrape();
   EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"crash\"}"], 1.0);
   EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"denied_syscall\"}"], 1.0);
   EXPECT_EQ(m["tpoold_isolated_runner_restarts_total" + bad + ",cause=\"memory\"}"],
@@ -435,22 +449,17 @@ TEST_F(IsolationTest, MetricsCountRunnersRestartsByCauseAndLostJobs) {
   // The slot restarts its runner on its next job, after the backoff.
   EXPECT_EQ(m["tpoold_isolated_runners_alive" + bad + "}"], 0.0);
   EXPECT_EQ(execute(d, "iso_pid", "").state(), JOB_STATE_SUCCEEDED);
-  EXPECT_EQ(scrape()["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
+  EXPECT_EQ(md.scrape()["tpoold_isolated_runners_alive" + bad + "}"], 1.0);
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
 // The host's handler counters count calls that ran in a runner too: a C++
 // exception thrown there, and an OK returned after a cancel.
 TEST_F(IsolationTest, HandlerCountersCountExceptionsAndIgnoredCancellationsInRunners) {
-  TempDir dir;
-  const std::string port_file = dir.file("metrics.port");
-  DaemonProcess d(with_metrics(process_config(), port_file), bad_args());
-  ASSERT_TRUE(d.started()) << d.log();
-  const int port = wait_port_file(port_file);
-  ASSERT_GT(port, 0) << d.log();
-  auto metric = [&](const std::string& name) {
-    return parse_exposition(http_get(port, "/metrics").body)[name];
-  };
+  MetricsDaemon md;
+  DaemonProcess& d = md.d;
+  ASSERT_TRUE(md.start()) << d.log();
+  auto metric = [&](const std::string& name) { return md.scrape()[name]; };
   EXPECT_EQ(metric("tpoold_handler_exceptions_total"), 0.0);
   EXPECT_EQ(metric("tpoold_handler_ignored_cancellation_total"), 0.0);
   tpool::v1::JobResult thrown = execute(d, "fail_throw", "");
@@ -469,15 +478,10 @@ TEST_F(IsolationTest, HandlerCountersCountExceptionsAndIgnoredCancellationsInRun
 }
 
 TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
-  TempDir dir;
-  const std::string port_file = dir.file("metrics.port");
-  DaemonProcess d(with_metrics(process_config(), port_file), bad_args());
-  ASSERT_TRUE(d.started()) << d.log();
-  const int port = wait_port_file(port_file);
-  ASSERT_GT(port, 0) << d.log();
-  auto metric = [&](const std::string& name) {
-    return parse_exposition(http_get(port, "/metrics").body)[name + "{plugin=\"sleep\"}"];
-  };
+  MetricsDaemon md;
+  DaemonProcess& d = md.d;
+  ASSERT_TRUE(md.start()) << d.log();
+  auto metric = [&](const std::string& name) { return md.scrape()[name + "{plugin=\"sleep\"}"]; };
   EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 0.0);
   EXPECT_EQ(metric("tpoold_isolated_channel_queue_depth"), 0.0);
   // Six long sleeps on sleep's four runners (blocking lane: 8 workers): four

@@ -479,8 +479,25 @@ std::unique_ptr<Server> start(const std::string& dir, const std::string& name,
   return s;
 }
 
+constexpr std::uint64_t kStep = 50000;
+
+// RSS idle, after one `step` (kStep jobs) and after a second; the bytes per
+// job of each step (the second is the figure: no first-growth in it).
+void two_steps(Server& s, const char* what, const char* each, const std::function<void()>& step) {
+  const std::uint64_t r0 = rss_bytes(s.pid());
+  step();
+  const std::uint64_t r1 = rss_bytes(s.pid());
+  step();
+  const std::uint64_t r2 = rss_bytes(s.pid());
+  std::printf(
+      "memory: %s: idle %.1f MiB, %llu %.1f MiB, %llu %.1f MiB: %.0f bytes per %s (second "
+      "step), %.0f (first)\n",
+      what, mib(r0), static_cast<unsigned long long>(kStep), mib(r1),
+      static_cast<unsigned long long>(2 * kStep), mib(r2), static_cast<double>(r2 - r1) / kStep,
+      each, static_cast<double>(r1 - r0) / kStep);
+}
+
 int run_memory(const std::string& dir, const TpooldArgs& args) {
-  constexpr std::uint64_t kStep = 50000;
   std::printf("memory: echo jobs, %zu-byte payload; VmRSS of tpoold\n", kPayload16.size());
   {
     // In flight: the one CPU worker held by a sleep, no overflow workers, so
@@ -507,33 +524,14 @@ int run_memory(const std::string& dir, const TpooldArgs& args) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
-    const std::uint64_t r0 = rss_bytes(s->pid());
-    (void)submit_echo(*s, kStep);
-    const std::uint64_t r1 = rss_bytes(s->pid());
-    (void)submit_echo(*s, kStep);
-    const std::uint64_t r2 = rss_bytes(s->pid());
-    std::printf(
-        "memory: in flight (Submit, queued): idle %.1f MiB, %llu jobs %.1f MiB, %llu jobs "
-        "%.1f MiB: %.0f bytes per job (second step), %.0f (first)\n",
-        mib(r0), static_cast<unsigned long long>(kStep), mib(r1),
-        static_cast<unsigned long long>(2 * kStep), mib(r2), static_cast<double>(r2 - r1) / kStep,
-        static_cast<double>(r1 - r0) / kStep);
+    two_steps(*s, "in flight (Submit, queued)", "job", [&] { (void)submit_echo(*s, kStep); });
     s->kill_now();
   }
   {
     auto s = start(dir, "retained", "[results]\nmax_entries = 1000000\nmax_bytes = 1099511627776\n",
                    args);
-    const std::uint64_t r0 = rss_bytes(s->pid());
-    wait_all(*s, submit_echo(*s, kStep));
-    const std::uint64_t r1 = rss_bytes(s->pid());
-    wait_all(*s, submit_echo(*s, kStep));
-    const std::uint64_t r2 = rss_bytes(s->pid());
-    std::printf(
-        "memory: retained results (ended): idle %.1f MiB, %llu %.1f MiB, %llu %.1f MiB: "
-        "%.0f bytes per result (second step), %.0f (first)\n",
-        mib(r0), static_cast<unsigned long long>(kStep), mib(r1),
-        static_cast<unsigned long long>(2 * kStep), mib(r2), static_cast<double>(r2 - r1) / kStep,
-        static_cast<double>(r1 - r0) / kStep);
+    two_steps(*s, "retained results (ended)", "result",
+              [&] { wait_all(*s, submit_echo(*s, kStep)); });
   }
   {
     auto s = start(dir, "stream1m", "", args);

@@ -489,6 +489,29 @@ Result<JobResult> Client::wait(std::uint64_t job_id, const CallOptions& call) co
   return from_proto(reply);
 }
 
+Result<std::vector<JobResult>> Client::wait_batch(const std::vector<std::uint64_t>& job_ids,
+                                                  const CallOptions& call) const {
+  return wait_batch(std::string(), job_ids, call);
+}
+
+Result<std::vector<JobResult>> Client::wait_batch(const std::string& replica,
+                                                  const std::vector<std::uint64_t>& job_ids,
+                                                  const CallOptions& call) const {
+  tpool::v1::WaitBatchRequest req;
+  req.mutable_job_ids()->Add(job_ids.begin(), job_ids.end());
+  req.set_replica(replica);
+  tpool::v1::ResultBatch reply;
+  const JobRef owner{job_ids.empty() ? 0 : job_ids.front(), replica};
+  Error e = impl_->run_on_owner(owner, call, [&](auto& stub, grpc::ClientContext& ctx) {
+    return stub.WaitBatch(&ctx, req, &reply);
+  });
+  if (!e.ok()) return e;
+  std::vector<JobResult> out;
+  out.reserve(static_cast<std::size_t>(reply.results_size()));
+  for (const auto& r : reply.results()) out.push_back(from_proto(r));
+  return out;
+}
+
 void Client::wait_async(std::uint64_t job_id, std::function<void(Result<JobResult>)> done,
                         const CallOptions& call) const {
   auto* c = new AsyncCall<tpool::v1::WaitRequest, tpool::v1::JobResult>;

@@ -5,9 +5,9 @@
 // Modes (docs/client.md):
 //   unary   C Execute calls in flight (asynchronous); each completion starts
 //           the next job. Latency: call start to result.
-//   batch   C/B threads, each: SubmitBatch of B jobs, then Wait on each
-//           (asynchronous), then the next batch. Latency: batch sent to that
-//           job's Wait result.
+//   batch   C/B threads, each: SubmitBatch of B jobs, then one WaitBatch for
+//           them (or, with --wait each, an asynchronous Wait on each), then
+//           the next batch. Latency: batch sent to that job's result.
 //   stream  one Stream session; a sender keeps at most C jobs in flight in
 //           messages of B; results arrive by tag. Latency: message sent to
 //           that job's result.
@@ -138,6 +138,7 @@ struct Plan {
   std::uint64_t c = 64;
   std::uint64_t batch = 64;
   std::string mode = "unary";
+  bool wait_each = false;  // batch mode: a Wait per job instead of one WaitBatch
   tpool::client::CallOptions call;
 };
 
@@ -167,7 +168,7 @@ void run_unary(const Client& client, const Plan& p, Tally& t) {
   for (std::uint64_t k = 0; k < std::min(p.c, p.n); ++k) Chain::start(client, p, t, next);
 }
 
-// batch: C/B threads of SubmitBatch + asynchronous Waits.
+// batch: C/B threads of SubmitBatch + one WaitBatch (or asynchronous Waits).
 std::vector<std::thread> run_batch(const Client& client, const Plan& p, Tally& t) {
   auto next = std::make_shared<std::atomic<std::uint64_t>>(0);
   std::uint64_t threads = std::max<std::uint64_t>(1, p.c / p.batch);
@@ -184,6 +185,39 @@ std::vector<std::thread> run_batch(const Client& client, const Plan& p, Tally& t
         auto refs = client.submit_batch(jobs, p.call);
         if (!refs.ok()) {
           for (std::uint64_t i = 0; i < count; ++i) t.error(refs.error());
+          continue;
+        }
+        if (!p.wait_each) {
+          // One WaitBatch for the accepted ones, sent to the replica that
+          // accepted them all.
+          std::vector<std::uint64_t> ids;
+          std::vector<std::uint64_t> idx;
+          std::string replica;
+          for (std::uint64_t i = 0; i < count; ++i) {
+            const auto& item = refs->at(i);
+            if (!item.error.ok()) {
+              t.error(item.error);
+              continue;
+            }
+            ids.push_back(item.job_id);
+            idx.push_back(first + i);
+            replica = item.replica;
+          }
+          if (ids.empty()) continue;
+          auto results = client.wait_batch(replica, ids, p.call);
+          for (std::size_t j = 0; j < ids.size(); ++j) {
+            if (!results.ok()) {
+              t.error(results.error());
+              continue;
+            }
+            const JobResult& r = results->at(j);
+            if (r.code != 0) {
+              t.error(Error(r.code, r.message));
+              continue;
+            }
+            if (r.succeeded()) t.mark_ok(idx[j]);
+            t.record(idx[j], t0, Result<JobResult>(r));
+          }
           continue;
         }
         // Shared: a callback may still be inside count_down() when wait() returns.
@@ -304,6 +338,15 @@ int cmd_bench(const Args& a) {
     }
   }
   if (auto m = a.value("--mode")) p.mode = *m;
+  if (auto w = a.value("--wait")) {
+    if (*w != "batch" && *w != "each") {
+      return fail(a, kUsage,
+                  "--wait '" + *w +
+                      "' is not a way to wait; use batch (one WaitBatch per "
+                      "SubmitBatch) or each (a Wait per job)");
+    }
+    p.wait_each = *w == "each";
+  }
   if (p.mode != "unary" && p.mode != "batch" && p.mode != "stream") {
     return fail(a, kUsage, "--mode '" + p.mode + "' is not a mode; use unary, batch or stream");
   }

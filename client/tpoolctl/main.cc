@@ -124,8 +124,11 @@ const std::vector<Command>& commands() {
            {"-n", "N", "jobs to run (default 10000)"},
            {"-c", "C", "jobs in flight at once (default 64)"},
            {"--mode", "MODE",
-            "unary (Execute), batch (SubmitBatch + Wait) or stream (default unary)"},
+            "unary (Execute), batch (SubmitBatch + WaitBatch) or stream (default unary)"},
            {"--batch", "B", "jobs per SubmitBatch call or Stream message (default 64)"},
+           {"--wait", "HOW",
+            "batch mode: batch (one WaitBatch per SubmitBatch, default) or each (a Wait "
+            "per job)"},
            {"--progress", nullptr, "draw the progress bar even when stderr is not a terminal"},
            {"--quiet", nullptr, "no progress output"},
        }),

@@ -1,5 +1,5 @@
-// JobService's unary RPCs. Execute and Wait finish from the thread that ends
-// the job; the others answer at once.
+// JobService's unary RPCs. Execute, Wait and WaitBatch finish from the thread
+// that ends the (last) job; the others answer at once.
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -227,6 +227,166 @@ grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,
   auto* r = new JobWaitReactor(resp, replica_, limits_.max_message_bytes, ctx->deadline());
   bool will_notify = found.value->add_waiter(&JobWaitReactor::done, r);
   r->watch(found.value, false, will_notify);
+  return r;
+}
+
+namespace {
+
+// WaitBatch: one call waiting for many jobs, each through its own waiter.
+//
+// Invariants:
+//  (B1) Every result slot is created before the first waiter is registered
+//       and the repeated field is never resized afterwards: each slot is
+//       written by exactly one thread (the registering thread for an id that
+//       is unknown or already final; else the job's waiter, or nobody if
+//       OnCancel removed the waiter first), so no two threads write one slot.
+//  (B2) pending_ counts the holds on Finish: one for the registering thread
+//       (dropped when every waiter is registered) and one per registered
+//       waiter (dropped by the waiter, or by OnCancel when remove_waiter
+//       took it back). Whoever drops the last hold calls Finish, once. The
+//       acq_rel decrements order every slot's writes before the final pass.
+//  (B3) mu_ orders OnCancel against the registration loop: OnCancel removes
+//       only the waiters registered before it took mu_, and the loop
+//       registers no waiter after OnCancel has run (it checks cancelled_).
+//
+// Lifetime: as JobWaitReactor, two references (gRPC's, the starting
+// thread's); the last hold may Finish before start() returns.
+class JobWaitBatchReactor final : public grpc::ServerUnaryReactor {
+ public:
+  JobWaitBatchReactor(tpool::v1::ResultBatch* resp, const std::string& replica,
+                      std::uint64_t max_reply_bytes, int n)
+      : resp_(resp), replica_(replica), max_reply_bytes_(max_reply_bytes) {
+    resp_->mutable_results()->Reserve(n);
+    for (int i = 0; i < n; ++i) resp_->add_results();  // (B1)
+    items_.resize(static_cast<std::size_t>(n));
+  }
+
+  void start(engine::Engine& engine, const tpool::v1::WaitBatchRequest& req) {
+    {
+      tpool::MutexLock lock(mu_);
+      for (int i = 0; i < req.job_ids_size() && !cancelled_; ++i) {
+        const std::uint64_t id = req.job_ids(i);
+        tpool::v1::JobResult& slot = *resp_->mutable_results(i);
+        slot.set_job_id(id);
+        auto found = engine.find(id);
+        if (!found.ok()) {
+          slot.set_code(code_number(*found.error));
+          slot.set_message(found.error->message);
+          continue;
+        }
+        Item& item = items_[static_cast<std::size_t>(i)];
+        item = {this, i, found.value};
+        pending_.fetch_add(1, std::memory_order_relaxed);  // (B2) ours keeps it above 0
+        if (!item.job->add_waiter(&JobWaitBatchReactor::done, &item)) {
+          fill_result(*item.job, replica_, slot);  // already final: ours to write (B1)
+          pending_.fetch_sub(1, std::memory_order_relaxed);
+          item.job.reset();
+        }
+      }
+    }
+    release();  // (B2) the registering thread's hold
+    unref();
+  }
+
+  static void done(void* user, engine::Job& job) {
+    auto* item = static_cast<Item*>(user);
+    JobWaitBatchReactor* self = item->self;
+    fill_result(job, self->replica_, *self->resp_->mutable_results(item->index));
+    self->release();
+  }
+
+  void OnCancel() override {
+    std::vector<Item*> taken;
+    {
+      tpool::MutexLock lock(mu_);  // (B3)
+      cancelled_ = true;
+      for (Item& item : items_) {
+        if (item.job && item.job->remove_waiter(&JobWaitBatchReactor::done, &item)) {
+          taken.push_back(&item);
+        }
+      }
+    }
+    for (std::size_t k = 0; k < taken.size(); ++k) release();
+  }
+  void OnDone() override { unref(); }
+
+ private:
+  struct Item {
+    JobWaitBatchReactor* self = nullptr;
+    int index = 0;
+    std::shared_ptr<engine::Job> job;  // set while its waiter may be registered
+  };
+
+  void release() {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;  // (B2)
+    bool cancelled;
+    {
+      tpool::MutexLock lock(mu_);
+      cancelled = cancelled_;
+    }
+    if (cancelled) {
+      Finish(to_status(Refusal::kCallCancelled, "the call was cancelled by the client"));
+      return;
+    }
+    // The results in request order, while they fit in one reply: one too
+    // large alone is FAILED, saying so (as in Wait); one that would take the
+    // reply past the limit keeps its id and says to wait for it alone.
+    std::uint64_t used = 0;
+    for (auto& r : *resp_->mutable_results()) {
+      fit_result(r, max_reply_bytes_);
+      if (used + batch_entry_bytes(r) > max_reply_bytes_) {
+        const std::uint64_t id = r.job_id();
+        r.Clear();
+        r.set_job_id(id);
+        r.set_code(code_number(Refusal::kExhausted));
+        r.set_message("job " + std::to_string(id) +
+                      " has ended, but its result does not fit in this reply "
+                      "(server.max_message_bytes = " +
+                      std::to_string(max_reply_bytes_) + "): Wait for it alone");
+      }
+      used += batch_entry_bytes(r);
+    }
+    Finish(grpc::Status::OK);
+  }
+  void unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  tpool::v1::ResultBatch* resp_;
+  const std::string& replica_;
+  const std::uint64_t max_reply_bytes_;
+  std::atomic<int> refs_{2};
+  std::atomic<int> pending_{1};  // (B2) the registering thread's hold
+  tpool::Mutex mu_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  // Sized once, in the constructor: waiters hold pointers to its elements.
+  std::vector<Item> items_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::WaitBatch(grpc::CallbackServerContext* ctx,
+                                                    const tpool::v1::WaitBatchRequest* req,
+                                                    tpool::v1::ResultBatch* resp) {
+  if (auto a = access_.admit(ctx, security::Method::kWaitBatch); a.refused) {
+    return finish_now(ctx, *a.refused);
+  }
+  if (req->job_ids_size() > kMaxWaitBatchIds) {
+    return finish_now(ctx,
+                      to_status(Refusal::kInvalidRequest,
+                                "WaitBatch names " + std::to_string(req->job_ids_size()) +
+                                    " jobs, more than the " + std::to_string(kMaxWaitBatchIds) +
+                                    " one call may wait for: split the ids into calls "
+                                    "of at most " +
+                                    std::to_string(kMaxWaitBatchIds)));
+  }
+  if (req->job_ids_size() > 0) {
+    if (auto s = other_replica(req->job_ids(0), req->replica(), replica_)) {
+      return finish_now(ctx, *s);
+    }
+  }
+  auto* r = new JobWaitBatchReactor(resp, replica_, limits_.max_message_bytes, req->job_ids_size());
+  r->start(engine_, *req);
   return r;
 }
 

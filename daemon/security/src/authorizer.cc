@@ -16,7 +16,7 @@ struct MethodInfo {
 };
 
 // One row per RPC of proto/tpool/v1 (issue 16's role table).
-constexpr std::array<MethodInfo, 14> kMethods{{
+constexpr std::array<MethodInfo, 15> kMethods{{
     {Method::kExecute, "Execute", "/tpool.v1.JobService/Execute", Role::kSubmit, true},
     {Method::kSubmit, "Submit", "/tpool.v1.JobService/Submit", Role::kSubmit, true},
     {Method::kSubmitBatch, "SubmitBatch", "/tpool.v1.JobService/SubmitBatch", Role::kSubmit, true},
@@ -35,6 +35,7 @@ constexpr std::array<MethodInfo, 14> kMethods{{
     // Runs the retried job's handler: the allow-list is checked against it
     // once the job is found (jobs.cc, Caller::handler_refusal).
     {Method::kRetry, "Retry", "/tpool.v1.JobService/Retry", Role::kSubmit, true},
+    {Method::kWaitBatch, "WaitBatch", "/tpool.v1.JobService/WaitBatch", Role::kRead, false},
 }};
 
 const MethodInfo* info(Method m) noexcept {

@@ -172,6 +172,34 @@ TEST_F(ClientLib, SubmitBatchReportsEachItem) {
   EXPECT_EQ(c().wait((*items)[2].job_id)->output, "three");
 }
 
+TEST_F(ClientLib, WaitBatchReturnsEveryResultInOrder) {
+  std::vector<Job> jobs = {job_of("echo", "one", 1), job_of("echo", "two", 2),
+                           job_of("echo", "three", 3)};
+  auto items = c().submit_batch(jobs);
+  ASSERT_TRUE(items.ok()) << items.error().to_string();
+  std::vector<std::uint64_t> ids;
+  for (const auto& it : *items) ids.push_back(it.job_id);
+  ids.push_back(999'999'999);
+  // By the replica that accepted them, as tpoolctl bench does.
+  auto r = c().wait_batch((*items)[0].replica, ids, {.deadline = 20s});
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->size(), 4u);
+  const char* want[] = {"one", "two", "three"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*r)[i].job_id, ids[i]);
+    EXPECT_EQ((*r)[i].code, 0);
+    EXPECT_EQ((*r)[i].output, want[i]);
+    EXPECT_TRUE((*r)[i].succeeded());
+  }
+  EXPECT_EQ((*r)[3].code, kNotFound);
+  EXPECT_EQ((*r)[3].job_id, 999'999'999u);
+  // Without a replica: the default channel.
+  auto again = c().wait_batch({ids[1]});
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].output, "two");
+}
+
 TEST_F(ClientLib, StreamQueueReturnsEveryTagOnce) {
   auto s = c().stream({.on_result = {}, .deadline = 60s});
   constexpr std::uint64_t kJobs = 2000, kPerMessage = 50;

@@ -302,6 +302,22 @@ TEST_F(Tpoolctl, BenchEveryMode) {
   }
 }
 
+// Batch mode waits with one WaitBatch per SubmitBatch by default; --wait each
+// keeps a Wait per job (the comparison docs/benchmarks.md draws).
+TEST_F(Tpoolctl, BenchBatchWaitsEitherWay) {
+  for (const char* how : {"batch", "each"}) {
+    auto r = run({"bench", "echo", "x", "-n", "1000", "-c", "100", "--mode", "batch", "--batch",
+                  "50", "--wait", how, "--json"});
+    EXPECT_EQ(r.exit, 0) << how << ": " << r.err;
+    EXPECT_NE(r.out.find("\"succeeded\":1000,"), std::string::npos) << how << ": " << r.out;
+    EXPECT_NE(r.out.find("\"errors\":{}"), std::string::npos) << how << ": " << r.out;
+  }
+  auto bad = run({"bench", "echo", "x", "--mode", "batch", "--wait", "sometimes"});
+  EXPECT_EQ(bad.exit, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--wait 'sometimes' is not a way to wait; use batch"), std::string::npos)
+      << bad.err;
+}
+
 TEST_F(Tpoolctl, BenchCountsErrorsByStatus) {
   auto nf = run({"bench", "no_such_handler", "-n", "50", "-c", "5", "--json"});
   EXPECT_EQ(nf.exit, 4) << nf.err;

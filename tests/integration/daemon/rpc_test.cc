@@ -445,6 +445,126 @@ TEST_F(Rpc, SubmitBatchAnswersEachItem) {
   }
 }
 
+// WaitBatch: results in request order, whatever finished first; an unknown
+// id is an item, not a failed call; the call waits for running jobs (its
+// deadline ends it, the job goes on); a repeated id gets its own result.
+TEST_F(Rpc, WaitBatchAnswersEachIdInRequestOrder) {
+  JobResult done;
+  grpc::ClientContext c0;
+  tpool::v1::JobRef echo_ref, sleep_ref;
+  ASSERT_TRUE(d().jobs().Submit(&c0, job("echo", "ended"), &echo_ref).ok());
+  {
+    grpc::ClientContext c;
+    tpool::v1::WaitRequest w;
+    w.set_job_id(echo_ref.job_id());
+    ASSERT_TRUE(d().jobs().Wait(&c, w, &done).ok());  // final before the WaitBatch
+  }
+  grpc::ClientContext c1;
+  ASSERT_TRUE(d().jobs().Submit(&c1, job("sleep", "60000"), &sleep_ref).ok());
+  tpool::v1::WaitBatchRequest req;
+  for (std::uint64_t id :
+       {sleep_ref.job_id(), echo_ref.job_id(), std::uint64_t{1} << 40, echo_ref.job_id()}) {
+    req.add_job_ids(id);
+  }
+  // The sleep job runs for a minute: a short deadline ends the call, not the job.
+  {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    tpool::v1::ResultBatch rb;
+    EXPECT_EQ(d().jobs().WaitBatch(&c, req, &rb).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    grpc::ClientContext g;
+    tpool::v1::JobStatus st;
+    ASSERT_TRUE(d().jobs().Get(&g, sleep_ref, &st).ok());
+    EXPECT_FALSE(st.state() == tpool::v1::JOB_STATE_CANCELLED ||
+                 st.state() == tpool::v1::JOB_STATE_TIMED_OUT)
+        << st.state();
+  }
+  // Now one that waits until the sleep job is cancelled.
+  auto pending = std::async(std::launch::async, [&] {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    tpool::v1::ResultBatch rb;
+    grpc::Status s = d().jobs().WaitBatch(&c, req, &rb);
+    return std::make_pair(s, rb);
+  });
+  grpc::ClientContext c2;
+  tpool::v1::CancelReply cr;
+  ASSERT_TRUE(d().jobs().Cancel(&c2, sleep_ref, &cr).ok());
+  auto [s, rb] = pending.get();
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  ASSERT_EQ(rb.results_size(), 4);
+  EXPECT_EQ(rb.results(0).job_id(), sleep_ref.job_id());
+  EXPECT_EQ(rb.results(0).state(), tpool::v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(rb.results(0).code(), 0);
+  for (int i : {1, 3}) {
+    EXPECT_EQ(rb.results(i).job_id(), echo_ref.job_id());
+    EXPECT_EQ(rb.results(i).state(), tpool::v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(rb.results(i).output(), "ended");
+    EXPECT_EQ(rb.results(i).code(), 0);
+  }
+  EXPECT_EQ(rb.results(2).job_id(), std::uint64_t{1} << 40);
+  EXPECT_EQ(rb.results(2).code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(rb.results(2).message().find("1099511627776"), std::string::npos)
+      << rb.results(2).message();
+  EXPECT_EQ(rb.results(2).state(), tpool::v1::JOB_STATE_UNSPECIFIED);
+  // No ids: an empty answer.
+  grpc::ClientContext c3;
+  tpool::v1::ResultBatch empty;
+  ASSERT_TRUE(d().jobs().WaitBatch(&c3, tpool::v1::WaitBatchRequest(), &empty).ok());
+  EXPECT_EQ(empty.results_size(), 0);
+}
+
+TEST_F(Rpc, WaitBatchRefusesTooManyIdsAnotherReplicaAndCutsAnOversizedReply) {
+  tpool::v1::WaitBatchRequest many;
+  for (int i = 0; i < 10001; ++i) many.add_job_ids(1);
+  grpc::ClientContext c1;
+  tpool::v1::ResultBatch rb;
+  grpc::Status s = d().jobs().WaitBatch(&c1, many, &rb);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("10001 jobs, more than the 10000"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("split the ids"), std::string::npos) << s.error_message();
+
+  tpool::v1::WaitBatchRequest other;
+  other.add_job_ids(1);
+  other.set_replica("somewhere-else");
+  grpc::ClientContext c2;
+  s = d().jobs().WaitBatch(&c2, other, &rb);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("belongs to replica somewhere-else"), std::string::npos)
+      << s.error_message();
+
+  // One 4,000-byte result asked for 20 times: a 64 KiB reply holds about 16;
+  // the rest say to Wait for the job alone, and the call succeeds.
+  grpc::ClientContext c3;
+  tpool::v1::JobRef ref;
+  ASSERT_TRUE(d().jobs().Submit(&c3, job("echo", std::string(4000, 'x')), &ref).ok());
+  tpool::v1::WaitBatchRequest twenty;
+  for (int i = 0; i < 20; ++i) twenty.add_job_ids(ref.job_id());
+  grpc::ClientContext c4;
+  s = d().jobs().WaitBatch(&c4, twenty, &rb);
+  ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  ASSERT_EQ(rb.results_size(), 20);
+  EXPECT_LE(rb.ByteSizeLong(), 65536u);
+  int whole = 0;
+  for (int i = 0; i < rb.results_size(); ++i) {
+    const JobResult& r = rb.results(i);
+    EXPECT_EQ(r.job_id(), ref.job_id());
+    if (r.code() == 0) {
+      EXPECT_EQ(r.output().size(), 4000u);
+      EXPECT_EQ(whole, i) << "a cut item before a whole one";
+      ++whole;
+    } else {
+      EXPECT_EQ(r.code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+      EXPECT_TRUE(r.output().empty());
+      EXPECT_NE(r.message().find("does not fit in this reply"), std::string::npos) << r.message();
+      EXPECT_NE(r.message().find("Wait for it alone"), std::string::npos) << r.message();
+    }
+  }
+  EXPECT_GT(whole, 10);
+  EXPECT_LT(whole, 20);
+}
+
 TEST_F(Rpc, IdempotencyKeyRunsOnce) {
   auto before = handler_stats("hash");
   auto req = job("hash", "1000:idem");

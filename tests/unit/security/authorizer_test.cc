@@ -33,6 +33,7 @@ TEST(Authorizer, EachMethodNeedsItsRole) {
       {Method::kStats, "read"},         {Method::kReloadPlugins, "admin"},
       {Method::kDrain, "admin"},        {Method::kShutdown, "admin"},
       {Method::kListJobs, "read"},      {Method::kRetry, "submit"},
+      {Method::kWaitBatch, "read"},
   };
   for (const auto& row : table) {
     EXPECT_STREQ(to_string(required_role(row.m)), row.role) << to_string(row.m);

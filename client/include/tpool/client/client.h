@@ -312,6 +312,19 @@ class Client {
   // naming the owner when no address answers for it, UNAVAILABLE when the
   // owner cannot be reached (a stopped replica's jobs are lost).
   Result<JobResult> wait(const JobRef& ref, const CallOptions& call = {}) const;
+  // Many jobs in one call (JobService.WaitBatch, at most 10,000 ids): returns
+  // when every one has ended, results[i] answering job_ids[i]. An id that
+  // cannot be waited for is a result with a non-zero `code` (NOT_FOUND: unknown
+  // or expired; RESOURCE_EXHAUSTED: its result did not fit in the reply, wait()
+  // for it alone) and the call still succeeds. DEADLINE_EXCEEDED if the call's
+  // deadline passes first (the jobs go on).
+  Result<std::vector<JobResult>> wait_batch(const std::vector<std::uint64_t>& job_ids,
+                                            const CallOptions& call = {}) const;
+  // The same, sent to `replica`, the owner of every id (a SubmitBatch's items
+  // all name the one replica that accepted them), as wait(const JobRef&).
+  Result<std::vector<JobResult>> wait_batch(const std::string& replica,
+                                            const std::vector<std::uint64_t>& job_ids,
+                                            const CallOptions& call = {}) const;
   Result<JobStatus> get(const JobRef& ref, const CallOptions& call = {}) const;
   Result<JobState> cancel(const JobRef& ref, const CallOptions& call = {}) const;
   void wait_async(std::uint64_t job_id, std::function<void(Result<JobResult>)> done,

@@ -47,7 +47,8 @@ using JobServiceBase = tpool::v1::JobService::WithCallbackMethod_Execute<
                             tpool::v1::JobService::WithCallbackMethod_ListHandlers<
                                 tpool::v1::JobService::WithCallbackMethod_ListJobs<
                                     tpool::v1::JobService::WithCallbackMethod_Retry<
-                                        tpool::v1::JobService::Service>>>>>>>>>>;
+                                        tpool::v1::JobService::WithCallbackMethod_WaitBatch<
+                                            tpool::v1::JobService::Service>>>>>>>>>>>;
 
 class JobServiceImpl final : public JobServiceBase {
  public:
@@ -85,6 +86,13 @@ class JobServiceImpl final : public JobServiceBase {
                                      tpool::v1::ListJobsReply* resp) override;
   grpc::ServerUnaryReactor* Retry(grpc::CallbackServerContext* ctx, const tpool::v1::JobRef* req,
                                   tpool::v1::JobRef* resp) override;
+  grpc::ServerUnaryReactor* WaitBatch(grpc::CallbackServerContext* ctx,
+                                      const tpool::v1::WaitBatchRequest* req,
+                                      tpool::v1::ResultBatch* resp) override;
+
+  // The most ids one WaitBatch may name (each holds a waiter until its job
+  // ends; more is INVALID_ARGUMENT, saying to split the call).
+  static constexpr int kMaxWaitBatchIds = 10000;
 
   RpcSnapshot snapshot() const noexcept;
   engine::Engine& engine() noexcept { return engine_; }

@@ -40,6 +40,7 @@ enum class Method : std::uint8_t {
   kShutdown,
   kListJobs,  // appended (issue 17)
   kRetry,
+  kWaitBatch,  // appended (issue 17: waiting for a SubmitBatch's jobs in one call)
 };
 // "Execute", "Stats", ... ("unknown" for kUnknown).
 const char* to_string(Method m) noexcept;

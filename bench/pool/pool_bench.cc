@@ -73,6 +73,16 @@ std::vector<PoolDef> pools() {
                    }});
     }
   }
+  // A 32-entry owner LIFO stack (lifo_capacity = 32, opt-in) against the
+  // seed's one-entry slot of the rows above, same variant and queue
+  // (docs/algorithms.md, "The owner's LIFO stack").
+  v.push_back({"tpool/work_stealing/ring/lifo32", false, [](const std::string& s) {
+                 bench::TpoolSetup setup{SchedulerVariant::kWorkStealing, QueueKind::kRing};
+                 setup.lifo_capacity = 32;
+                 if (s == "nested_fanout_4x") setup.queue_capacity = std::size_t{1} << 19;
+                 bench::TpoolRunner r(setup, kWorkers);
+                 return run_scenario(r, s);
+               }});
   v.push_back(
       {"tpool/lane_extension/ring/slow_on_blocking_lane", true,
        make<bench::TpoolRunner>(

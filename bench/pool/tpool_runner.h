@@ -21,6 +21,7 @@ struct TpoolSetup {
   tpool::QueueKind kind = tpool::QueueKind::kRing;
   bool slow_on_blocking_lane = false;  // lane_extension with blocking_workers = 1
   std::size_t queue_capacity = tpool::Config{}.queue_capacity;
+  std::size_t lifo_capacity = tpool::Config{}.lifo_capacity;
 };
 
 class TpoolRunner {
@@ -32,6 +33,7 @@ class TpoolRunner {
     c.scheduler_variant = s.variant;
     c.queue_kind = s.kind;
     c.queue_capacity = s.queue_capacity;
+    c.lifo_capacity = s.lifo_capacity;
     if (s.slow_on_blocking_lane) c.blocking_workers = 1;
     c.name = "bench";
     auto p = tpool::Pool::create(c);

@@ -51,6 +51,9 @@ Status Config::validate() const {
       local_queue_capacity > 65536) {
     return out_of_range("local_queue_capacity", local_queue_capacity, "a power of two in 2..65536");
   }
+  if (lifo_capacity < 1 || lifo_capacity > 256) {
+    return out_of_range("lifo_capacity", lifo_capacity, "1..256 (1: the seed's LIFO slot)");
+  }
   if (wake_coalesce_batch < 1 || wake_coalesce_batch > 1024) {
     return out_of_range("wake_coalesce_batch", wake_coalesce_batch, "1..1024");
   }

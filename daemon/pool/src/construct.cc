@@ -62,6 +62,10 @@ Pool::Impl::Impl(Config c)
       w->drains[1] = false;
     }
     w->local = std::make_unique<detail::LocalQueue>(cfg.queue_kind, cfg.local_queue_capacity);
+    // Overflow workers keep none (submit.cc, enqueue); blocking-lane workers
+    // the seed's one slot: their tasks block, and an entry in a stack is
+    // hidden from the other workers until its owner's task returns.
+    w->own.lifo.init(w->lane == Lane::kDefault ? cfg.lifo_capacity : 1);
     workers.push_back(std::move(w));
   }
   submitters.reserve(cfg.max_submitters);

@@ -52,6 +52,7 @@
 #include "tpool/pool/bounded_ring.h"
 #include "tpool/pool/desc_cache.h"
 #include "tpool/pool/event_count.h"
+#include "tpool/pool/lifo_stack.h"
 #include "tpool/pool/ring_queue.h"
 #include "tpool/pool/sleep_wake.h"
 #include "tpool/pool/work_deque.h"
@@ -239,7 +240,9 @@ struct Worker {
   // Also touched by start_worker before the thread starts and by shutdown
   // after it is joined: never while the owner runs.
   struct OwnerState {
-    Entry lifo = kNoEntry;  // the LIFO slot: only the owner fills or drains it
+    // The LIFO stack (Config::lifo_capacity; 1: the seed's LIFO slot): only
+    // the owner fills or drains it (lifo_stack.h inv 1).
+    LifoStack<Entry> lifo;
     DescCache<32> cache;
     std::uint32_t submit_tick = 0;  // wake coalescing
     std::uint32_t steal_hint = 0;
@@ -337,7 +340,13 @@ class Pool::Impl {
 
  private:
   // submit.cc
-  void enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
+  bool enqueue(detail::Entry e, Lane lane, detail::Worker* w, detail::Submitter* s);
+  // The owner's LIFO stack (docs/algorithms.md, "The owner's LIFO stack"):
+  // whether a worker that drains the default lane is asleep now (a relaxed
+  // hint, never part of the wake handshake), and the move of the stack's
+  // older entries to the owner's stealable local queue.
+  bool default_lane_has_sleeper() const noexcept;
+  void spill_lifo(detail::Worker* w, std::size_t n);
   void run_inline(detail::Worker* w, const Task& t, const SubmitOptions& o, Lane lane);
   void notify(Lane lane, std::uint32_t* tick, bool fenced = false);
   bool wake_one(Lane lane);

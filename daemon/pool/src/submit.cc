@@ -7,8 +7,11 @@
 //       (inv 5).
 //   (2) Every descriptor is filled by Descriptor::publish() before its entry
 //       reaches any queue, and the wait group is add()ed before that.
-//   (3) Every successful push is followed by notify() (w1..w3), except the
-//       owner's LIFO slot, which only the owner drains (inv 3, 6).
+//   (3) Every successful push is followed by notify() (w1..w3), except a
+//       push to the owner's LIFO stack, which only the owner drains (inv 3,
+//       6): nobody else could take it, so waking them would only cost a
+//       futex wake and a wasted search. Entries that leave the stack for the
+//       local queue or the inject ring are pushes like any other: notified.
 //   (4) A worker never blocks on a free descriptor while it could run work
 //       that would free one: it runs queued work or, with nothing queued,
 //       the new task itself (caller-runs).
@@ -74,7 +77,7 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
   // soon as it is on a queue.
   if (o.wait_group != nullptr) o.wait_group->add(1);
   const std::uint32_t gen = d.publish(t, o, o.cancel, lane, kTimestamps ? now_ns() : 0);
-  enqueue(detail::make_entry(gen, idx), lane, w, s);
+  const bool shared = enqueue(detail::make_entry(gen, idx), lane, w, s);
   // w1 and inv 5: see notify().
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!accepting.load(std::memory_order_relaxed)) {
@@ -98,7 +101,9 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
     }
   }
   ctr.bump(ctr.submitted);
-  notify(lane, w ? &w->own.submit_tick : (s ? &s->own.submit_tick : nullptr), /*fenced=*/true);
+  if (shared) {  // (inv 3) not for the owner's own stack
+    notify(lane, w ? &w->own.submit_tick : (s ? &s->own.submit_tick : nullptr), /*fenced=*/true);
+  }
   return o.waitable ? TaskHandle{idx, gen} : TaskHandle{};
 }
 
@@ -225,16 +230,17 @@ Result<std::size_t> Pool::Impl::submit_many(std::span<const Task> ts, const Subm
     // Before any entry is published: a task may end (and call done()) as soon
     // as it is on a queue.
     if (o.wait_group != nullptr) o.wait_group->add(static_cast<std::int64_t>(got));
+    bool shared = false;
     for (std::size_t i = 0; i < got; ++i) {
       // The batch's own token for this task, if it has them (SubmitOptions::cancels).
       CancelToken* token = o.cancels.empty() ? o.cancel : o.cancels[done + i];
       const std::uint32_t gen = descs[idx[i]].publish(ts[done + i], o, token, lane, stamp);
       if (o.waitable && done + i < handles.size()) handles[done + i] = TaskHandle{idx[i], gen};
-      enqueue(detail::make_entry(gen, idx[i]), lane, w, s);
+      shared = enqueue(detail::make_entry(gen, idx[i]), lane, w, s) || shared;
     }
     done += got;
     ctr.bump(ctr.submitted, got);
-    notify(lane, w ? &w->own.submit_tick : (s ? &s->own.submit_tick : nullptr));
+    if (shared) notify(lane, w ? &w->own.submit_tick : (s ? &s->own.submit_tick : nullptr));
   }
   if (done < ts.size()) unaccept(ts.size() - done);
   if (done == 0) return failure;
@@ -273,18 +279,56 @@ void Pool::Impl::run_inline(Worker* w, const Task& t, const SubmitOptions& o, La
   if (o.wait_group != nullptr) o.wait_group->done();
 }
 
+bool Pool::Impl::default_lane_has_sleeper() const noexcept {
+  // Every worker drains the default lane (construct.cc), and each counts in
+  // awake[0] while its sleep state is running (pool inv 6): fewer awake than
+  // started means one is asleep or about to be. Relaxed: a hint for where to
+  // put work, read on every nested submit; the wake handshake does not
+  // depend on it (a worker that parks after a wrong guess is woken by the
+  // next hand-out, as any sleeper by any push: docs/algorithms.md).
+  return awake[0].load(std::memory_order_relaxed) <
+         static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
+                                   overflow_active.load(std::memory_order_relaxed));
+}
+
+// The oldest n entries of the owner's LIFO stack to its local queue (the rest
+// of them to the inject ring if it is full), where others can steal them. The
+// caller notifies (inv 3): enqueue's caller after its push, next_task itself.
+void Pool::Impl::spill_lifo(Worker* w, std::size_t n) {
+  Entry buf[256];
+  n = w->own.lifo.take_oldest(std::span<Entry>(buf, std::min<std::size_t>(n, 256)));
+  const std::size_t pushed = w->local->push_many(std::span<const Entry>(buf, n));
+  if (pushed > 0) mark_nonempty(w->index);
+  if (pushed < n) w->counters.bump(w->counters.local_overflows);
+  for (std::size_t i = pushed; i < n; ++i) {
+    detail::push_always(*inject[static_cast<std::size_t>(w->lane)], buf[i]);
+  }
+}
+
 // Put one entry on the best queue for the calling thread (the seed's
-// enqueuePush): LIFO slot -> local queue -> submitter queue -> inject ring.
-void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
+// enqueuePush): LIFO stack -> local queue -> submitter queue -> inject ring.
+// False when it went to the owner's stack and nothing else moved (inv 3: no
+// notify needed); true when any entry became visible to other threads.
+bool Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
   if (uses_local_queues()) {
     if (w != nullptr && w->lane == lane && !w->overflow) [[likely]] {
-      if (w->own.lifo == detail::kNoEntry) {  // (inv 3) owner-only slot: a plain store
-        w->own.lifo = e;
-        return;
+      detail::LifoStack<Entry>& stack = w->own.lifo;  // (inv 3) owner-only: plain stores
+      if (stack.empty()) {                            // the seed's LIFO slot
+        stack.push(e);
+        return false;
+      }
+      // A deeper stack keeps this task from the other workers until it is
+      // handed out: only while none of them is asleep, i.e. none would take
+      // it now. When full, its older half makes room.
+      if (stack.capacity() > 1 && !default_lane_has_sleeper()) {
+        const bool spilled = stack.full();
+        if (spilled) spill_lifo(w, stack.size() / 2);
+        stack.push(e);
+        return spilled;
       }
       if (w->local->push(e)) {
         mark_nonempty(w->index);
-        return;
+        return true;
       }
       w->counters.bump(w->counters.local_overflows);
     } else if (w != nullptr && w->lane == lane) {
@@ -292,13 +336,14 @@ void Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
       // retire at any idle moment and must not strand a task there.
       if (w->local->push(e)) {
         mark_nonempty(w->index);
-        return;
+        return true;
       }
       w->counters.bump(w->counters.local_overflows);
     }
-    if (s != nullptr && lane == Lane::kDefault && s->queue->push(e)) return;
+    if (s != nullptr && lane == Lane::kDefault && s->queue->push(e)) return true;
   }
   detail::push_always(*inject[static_cast<std::size_t>(lane)], e);
+  return true;
 }
 
 // The waker's side of the handshake (inv 6; docs/wake-protocol.md, w1..w3;

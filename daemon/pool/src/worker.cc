@@ -143,9 +143,15 @@ Entry Pool::Impl::next_task(Worker* w) {
     }
     return kNoEntry;
   }
-  if (w->own.lifo != kNoEntry) {  // (inv 3) ours alone
-    e = w->own.lifo;
-    w->own.lifo = kNoEntry;
+  if (!w->own.lifo.empty()) {  // (inv 3) ours alone
+    e = w->own.lifo.pop();
+    // A worker is asleep while we hold more than the task we are about to
+    // run: hand it the older half (the shallowest tasks of a fan-out, the
+    // largest subtrees), as any producer would (w1..w3).
+    if (!w->own.lifo.empty() && default_lane_has_sleeper()) {
+      spill_lifo(w, (w->own.lifo.size() + 1) / 2);
+      notify(w->lane, &w->own.submit_tick);
+    }
     return e;
   }
   if (w->local->pop(e)) return e;
@@ -289,7 +295,7 @@ bool Pool::Impl::work_visible(Worker* w) {
     if (inject[l]->size_approx() > 0) return true;
   }
   if (!uses_local_queues()) return false;
-  if (w->own.lifo != kNoEntry || w->local->size_approx() > 0) return true;
+  if (!w->own.lifo.empty() || w->local->size_approx() > 0) return true;
   // Acquire: the mask and in_use pair with submitter.cc's release RMW and
   // store (its inv 1, 2); the queue sizes are ordered by the c2 fence.
   if (w->drains[0] && submitter_mask.load(std::memory_order_acquire) != 0) {

@@ -9,8 +9,9 @@
  * the per-worker sleep state. The pool adds: an awake count that lets a
  * waker skip the wake (coalescing), a park mutex + condition variable per
  * worker, producers that are not workers (gRPC threads, registered
- * submitters) as well as nested submits from inside a task, a LIFO slot that
- * only its owner drains, and stealing between workers.
+ * submitters) as well as nested submits from inside a task, a LIFO stack
+ * that only its owner drains (Config::lifo_capacity; 1 is the seed's LIFO
+ * slot), and stealing between workers.
  *
  * Spin explores every sequentially consistent interleaving. The seq_cst
  * fences of the implementation (c2, w1) are what make the two racing sides
@@ -20,10 +21,20 @@
  * accesses is one step.
  *
  * Worker:
- *   find  next_task: LIFO slot, local queue, inject ring, then steal from the
- *         submitter queue and the other workers' local queues
- *   task  the task may submit children (nested submit: LIFO slot if empty,
- *         else the local queue), then runs w1..w2(..w3) like any producer
+ *   find  next_task: LIFO stack, local queue, inject ring, then steal from
+ *         the submitter queue and the other workers' local queues. After a
+ *         pop from the stack that leaves entries in it, if a worker is
+ *         asleep (a relaxed load of awake below the worker count: a hint,
+ *         its own step), the older half goes to the local queue and the
+ *         worker runs w1..w3 like any producer (the hand-out)
+ *   task  the task may submit children (nested submit): into the stack if it
+ *         is empty (the seed's slot), or if LIFO_CAP > 1 and no worker was
+ *         seen asleep (the same hint, its own step), spilling the older half
+ *         to the local queue first if the stack is full; else the local
+ *         queue. A push that stays in the stack is not notified (nobody else
+ *         may take it); any entry that reached the local queue is: w1..w3
+ *         like any producer. With STALL, one task may then never return
+ *         (a handler stuck for good; the watchdog's case)
  *   c1    sleep := sleeping; awake -= 1
  *   c2    (fence) re-check every queue the worker may drain, one per step;
  *         if one is non-empty: CAS sleeping -> running, and awake += 1 if
@@ -58,6 +69,11 @@
  *                               c2 is BUGGY_RECHECK_FIRST: the store of
  *                               sleeping may become visible after the
  *                               re-check's loads.)
+ *   -DBUGGY_HANDOUT_NO_NOTIFY   (with STALL) the hand-out moves the stack's
+ *                               older half to the local queue without w1..w3:
+ *                               the sleeper it was meant for stays parked,
+ *                               and if the owner's task then never returns
+ *                               the entries are stranded
  *
  * Properties:
  *   safe  at every state where no producer is between its push and the end
@@ -67,12 +83,21 @@
  *   live  under weak fairness, whenever a task is queued the queues
  *         eventually drain; the producers are finite, so every queued task
  *         is consumed. Check: ./pan -a -f -N live
+ *   safe, with STALL: at every state where no producer is in flight, if a
+ *         queue other workers may drain (inject, submitter, local queues) is
+ *         non-empty, some worker is neither parked nor stuck in a task that
+ *         never returns. Entries in a stuck owner's stack are excluded: the
+ *         stack hides them by design (docs/algorithms.md, "The owner's LIFO
+ *         stack"); what must never be hidden is work that left it. Holds
+ *         with B = 1 only: coalescing skips the wake while the stuck worker
+ *         counts as awake, which is the watchdog's case (lanes.pml).
  *
  * Tunables (-D on the spin command line): B (wake_coalesce_batch),
  * EXTERNAL_TASKS (pushed by the non-worker producer), NESTED (children that
- * tasks submit, in total), GLOBAL_QUEUE (the global_queue scheduler variant:
- * no LIFO slots or local queues, every push goes to the inject ring and
- * workers drain only it).
+ * tasks submit, in total), LIFO_CAP (lifo_capacity: 1 is the seed's slot; 2
+ * is enough for a spill and a hand-out), STALL (one task may never return),
+ * GLOBAL_QUEUE (the global_queue scheduler variant: no LIFO stacks or local
+ * queues, every push goes to the inject ring and workers drain only it).
  *
  * Not modelled here: shutdown and overflow-worker retirement (lanes.pml
  * models retirement and the exit path), spurious condvar wakeups (the wait
@@ -95,6 +120,9 @@
 #ifndef NESTED
 #define NESTED 1
 #endif
+#ifndef LIFO_CAP
+#define LIFO_CAP 1
+#endif
 
 #define RUNNING 0
 #define SLEEPING 1
@@ -109,7 +137,7 @@ short awake = NW; /* Pool::Impl::awake[lane]; signed: a flip's +1 may land
  * handshake, only whether a queue that a worker may drain is empty. */
 byte inject = 0; /* the lane's inject ring */
 byte subq = 0;   /* one registered submitter's queue (stealable) */
-bit lifo[NW];    /* worker i's LIFO slot: only worker i drains it */
+byte lifo[NW];   /* entries in worker i's LIFO stack: only worker i touches it */
 byte lq[NW];     /* worker i's local queue: owner pushes and pops, others steal */
 
 /* Park condition variable of each worker (its mutex: see c3). */
@@ -119,13 +147,23 @@ bit signalled[NW]; /* a notify_one reached the waiter, not yet consumed */
 /* ---- ghost state (not in the implementation) --------------------------- */
 byte inflight = 0; /* producers between their push and the end of notify */
 byte nested_left = NESTED;
+bit stuck[NW];     /* STALL: the worker is in a task that never returns */
+bit stall_left = 1;
 
-#define QUEUED (inject + subq + lifo[0] + lifo[1] + lifo[2] + lq[0] + lq[1] + lq[2])
+#define SHARED (inject + subq + lq[0] + lq[1] + lq[2])
+#define QUEUED (SHARED + lifo[0] + lifo[1] + lifo[2])
 #define PARKED(i) (waiting[i] && !signalled[i])
 #define ALL_PARKED (PARKED(0) && PARKED(1) && PARKED(2))
-#define LIFO_OWNER_PARKED ((lifo[0] && PARKED(0)) || (lifo[1] && PARKED(1)) || (lifo[2] && PARKED(2)))
+#define LIFO_OWNER_PARKED ((lifo[0] > 0 && PARKED(0)) || (lifo[1] > 0 && PARKED(1)) || \
+                           (lifo[2] > 0 && PARKED(2)))
+#define OUT(i) (PARKED(i) || stuck[i])
+#define ALL_OUT (OUT(0) && OUT(1) && OUT(2))
 
+#ifdef STALL
+ltl safe { [] (inflight == 0 -> !((SHARED > 0 && ALL_OUT) || LIFO_OWNER_PARKED)) }
+#else
 ltl safe { [] (inflight == 0 -> !((QUEUED > 0 && ALL_PARKED) || LIFO_OWNER_PARKED)) }
+#endif
 ltl live { [] ((QUEUED > 0) -> <> (QUEUED == 0)) }
 
 /* Pool::Impl::notify and wake_one, run by a producer right after its push
@@ -210,7 +248,7 @@ inline work_visible() {
   :: inject > 0 -> found = 1
   :: else ->
      if
-     :: lifo[me] || lq[me] > 0 -> found = 1
+     :: lifo[me] > 0 || lq[me] > 0 -> found = 1
      :: else ->
         if
         :: subq > 0 -> found = 1
@@ -234,6 +272,9 @@ proctype Worker(byte me) {
   byte j;
   short up;
   bit found;
+  bit popped; /* find took from the stack */
+  bit sleeper; /* the relaxed hint: awake < NW when it was read */
+  bit shared;  /* the nested push put an entry where others can take it */
 find:
   /* next_task, one step: its only effect on the handshake is whether it
    * took a task, and a scan that misses work pushed behind it goes on to c1
@@ -243,7 +284,7 @@ find:
 #else
   atomic {
     if
-    :: lifo[me] -> lifo[me] = 0
+    :: lifo[me] > 0 -> lifo[me]--; popped = 1
     :: else ->
        if
        :: lq[me] > 0 -> lq[me]--
@@ -268,21 +309,75 @@ find:
     fi
   };
 #endif
-  /* run_task: the task may submit children (enqueue: LIFO slot if empty,
-   * else the local queue), each followed by notify with our own tick. */
-  do
-  :: atomic { nested_left > 0 ->
-              nested_left--;
-#ifdef GLOBAL_QUEUE
-              inject++;
+#ifndef GLOBAL_QUEUE
+  /* The hand-out (next_task): the hint, then the move and the wake. The
+   * move of the older half is one step (owner-only stack, then one
+   * push_many into the local queue). */
+  if
+  :: popped && lifo[me] > 0 ->
+     sleeper = (awake < NW);
+     if
+     :: sleeper ->
+        atomic { lq[me] = lq[me] + (lifo[me] + 1) / 2; lifo[me] = lifo[me] / 2; inflight++ };
+#ifdef BUGGY_HANDOUT_NO_NOTIFY
+        inflight--
 #else
-              if :: !lifo[me] -> lifo[me] = 1 :: else -> lq[me]++ fi;
+        notify(tick)
 #endif
-              inflight++ };
+     :: else
+     fi
+  :: else
+  fi;
+  popped = 0;
+  sleeper = 0;
+#endif
+  /* run_task: the task may submit children (enqueue: see the header),
+   * a push that left the stack followed by notify with our own tick. */
+  do
+#ifdef GLOBAL_QUEUE
+  :: atomic { nested_left > 0 -> nested_left--; inject++; inflight++ };
      notify(tick)
+#else
+  :: nested_left > 0 ->
+     sleeper = (awake < NW); /* the hint, read on every nested submit */
+     atomic {
+       if
+       :: nested_left > 0 ->
+          nested_left--;
+          if
+          :: lifo[me] == 0 -> lifo[me] = 1 /* the seed's slot: not notified */
+          :: lifo[me] > 0 && LIFO_CAP > 1 && !sleeper && lifo[me] < LIFO_CAP -> lifo[me]++
+          :: lifo[me] > 0 && LIFO_CAP > 1 && !sleeper && lifo[me] == LIFO_CAP ->
+             /* full: its older half to the local queue, then the push */
+             lq[me] = lq[me] + lifo[me] / 2;
+             lifo[me] = lifo[me] - lifo[me] / 2 + 1;
+             shared = 1;
+             inflight++
+          :: else -> lq[me]++; shared = 1; inflight++
+          fi
+       :: else /* another task took the last one meanwhile */
+       fi;
+       sleeper = 0
+     };
+     if
+     :: shared -> shared = 0; notify(tick)
+     :: else
+     fi
+#endif
   :: else -> break
   od;
+#ifdef STALL
+  if
+  :: atomic { stall_left -> stall_left = 0; stuck[me] = 1 }; goto stuck_forever
+  :: true /* or it returns: either, whichever task it is */
+  fi;
+#endif
   goto find;
+#ifdef STALL
+stuck_forever:
+end_stuck:
+  false; /* a handler that never returns: this worker takes no further step */
+#endif
 
 idle: /* Pool::Impl::idle */
 #ifdef BUGGY_RECHECK_FIRST

@@ -198,12 +198,17 @@ INSTANTIATE_TEST_SUITE_P(Variants, LaneStallTick,
 // shutdown(kCancelPending) with tasks queued in every place a task can sit
 // while every worker is held: the blocking lane's inject ring, the default
 // inject ring, a registered submitter's queue, each default worker's LIFO
-// slot and local ring (nested submits of the held parents). Every queued task
-// gets on_cancel exactly once and never runs; every running task finishes.
+// slot and local ring (nested submits of the held parents, lifo_capacity 1),
+// or each default worker's LIFO stack (lifo_capacity 32: every nested
+// submit stays in it, nobody being asleep). Every queued task gets on_cancel
+// exactly once and never runs; every running task finishes.
 TEST(CancelEverywhere, ShutdownCancelsWorkInEveryQueue) {
-  for (QueueKind q : {QueueKind::kRing, QueueKind::kChaseLev}) {
-    SCOPED_TRACE(std::string(to_string(q)));
+  for (auto [q, lifo] : {std::pair{QueueKind::kRing, std::size_t{1}},
+                         std::pair{QueueKind::kChaseLev, std::size_t{1}},
+                         std::pair{QueueKind::kRing, std::size_t{32}}}) {
+    SCOPED_TRACE(std::string(to_string(q)) + ", lifo_capacity " + std::to_string(lifo));
     Config c;
+    c.lifo_capacity = lifo;
     c.scheduler_variant = SchedulerVariant::kLaneExtension;
     c.queue_kind = q;
     c.max_threads = 3;
@@ -247,7 +252,8 @@ TEST(CancelEverywhere, ShutdownCancelsWorkInEveryQueue) {
       running.add();
       go.wait();
       // Nested: the first child into this worker's LIFO slot, the rest into
-      // its local queue; nobody can steal them (every worker is held).
+      // its local queue (lifo_capacity 1) or all into its stack; nobody can
+      // steal them (every worker is held).
       bool ok = true;
       for (std::size_t i = 0; i < kPerPlace; ++i) {
         ok = ok && pool->submit({&Ledger::run, &items[place * kPerPlace + i]}, cancellable).ok();
@@ -283,7 +289,8 @@ TEST(CancelEverywhere, ShutdownCancelsWorkInEveryQueue) {
     EXPECT_EQ(st.lanes[1].inject_depth, kPerPlace) << "blocking lane";
     EXPECT_EQ(st.lanes[0].inject_depth, kPerPlace) << "default inject ring";
     EXPECT_EQ(st.submitter_depth, kPerPlace) << "submitter queue";
-    EXPECT_EQ(st.local_depth_sum, 2 * (kPerPlace - 1)) << "local rings (one each in LIFO slots)";
+    EXPECT_EQ(st.local_depth_sum, lifo == 1 ? 2 * (kPerPlace - 1) : 0)
+        << "local rings (one each in LIFO slots; with a stack, all in the stacks)";
     EXPECT_EQ(ledger.total_ran(), 0u);
 
     Status shut;
@@ -307,7 +314,7 @@ TEST(CancelEverywhere, ShutdownCancelsWorkInEveryQueue) {
       std::size_t n = 0;
       for (std::size_t i = 0; i < kPerPlace; ++i) n += ledger.cancelled[p * kPerPlace + i].load();
       EXPECT_EQ(n, kPerPlace) << "place " << p << " (0 blocking inject, 1 default inject, "
-                              << "2 submitter queue, 3-4 LIFO slot + local ring)";
+                              << "2 submitter queue, 3-4 LIFO slot + local ring or stack)";
     }
     EXPECT_EQ(finished.value(), 3) << "every running task finishes";
     slot.value().release();

@@ -124,6 +124,23 @@ struct Config {
   std::size_t queue_capacity = 1 << 16;
   // Each worker's local queue. Power of two, 2..65536.
   std::size_t local_queue_capacity = 256;
+  // Tasks a default-lane worker keeps for itself when it submits from inside
+  // a task, newest first (tpool/pool/lifo_stack.h), 1..256. 1 (the default)
+  // is the seed's LIFO slot: one task, the others go to the stealable local
+  // queue, which the owner pops oldest first. More makes nested fan-out
+  // unfold depth first (measured: 22% less time per task on the 4^9 fan-out,
+  // docs/benchmarks.md): the oldest half spills to the local queue when the
+  // stack is full, and while another worker is asleep the worker submits to
+  // its local queue and, before it runs the next task from its stack, hands
+  // the older half of the stack to the local queue. The cost, and why it is
+  // not the default: an entry under the top of the stack is invisible to the
+  // other workers while its owner runs a task. If that task runs long, or
+  // waits for a sibling still in the stack by any means but help_wait (a
+  // latch, a condition variable, a spin), the siblings wait for it or never
+  // run. Use it for short compute tasks that join with help_wait / TaskGroup
+  // (docs/algorithms.md, "The owner's LIFO stack"). Blocking-lane workers
+  // keep one, as in the seed.
+  std::size_t lifo_capacity = 1;
   QueueKind queue_kind = QueueKind::kRing;
   SchedulerVariant scheduler_variant = SchedulerVariant::kWorkStealing;
   // Wake at most one parked worker per this many submits (1 = every submit).

@@ -27,7 +27,10 @@
 // where a hash job is the `hash` example's "<n>:12345678" with n =
 // TPOOL_BENCH_HASH_ITERATIONS (default 400 SHA-256 rounds: about 100 us of
 // CPU on this machine, 0.25 us a round). TPOOL_BENCH_ISOLATION=0 leaves the
-// isolated tpoold and the hash cases out.
+// isolated tpoold and the hash cases out. TPOOL_BENCH_TPOOLD_CONFIG, if set,
+// is the plaintext tpoold's config file (e.g. "[pool]\nsearching_gate =
+// true" for an A/B of the searching gate, run against run, each run's
+// tpoold/raw ratio compared).
 // Cases are registered case by case, each server's one after the other
 // (Unary/raw/1, Unary/tpoold/1, Unary/tpoold_tls/1, Unary/raw/64, ...), so
 // the ones compared run close together in time.
@@ -608,9 +611,18 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(dir);
     return rc;
   }
-  tpoold =
-      std::make_unique<Server>("tpoold", tpoold_args("tpoold", "TPOOL_BENCH_TPOOLD_PREFIX", ""),
-                               dir + "/tpoold.port", dir + "/tpoold.log");
+  // TPOOL_BENCH_TPOOLD_CONFIG: TOML for the plaintext tpoold (an A/B of one
+  // setting, e.g. "[pool]\nsearching_gate = true", compared run against run
+  // through each run's ratio to the raw echo).
+  std::string plain_config;
+  if (const char* extra = std::getenv("TPOOL_BENCH_TPOOLD_CONFIG")) {
+    plain_config = dir + "/tpoold.toml";
+    std::ofstream c(plain_config);
+    c << extra << "\n";
+  }
+  tpoold = std::make_unique<Server>(
+      "tpoold", tpoold_args("tpoold", "TPOOL_BENCH_TPOOLD_PREFIX", plain_config),
+      dir + "/tpoold.port", dir + "/tpoold.log");
   const char* tls_env = std::getenv("TPOOL_BENCH_TLS");
   const bool tls = tls_env == nullptr || std::string(tls_env) != "0";
   std::string token = tls ? make_tls_material(dir) : "";

@@ -19,6 +19,7 @@ namespace bench {
 
 struct Args {
   int reps = 5;
+  int workers = 2;     // bench_pool: workers per pool (--workers=N; default: the cores here)
   std::string out;     // JSON file; empty: none
   std::string filter;  // substrings of "<scenario>/<pool>", '|'-separated; empty: all
 
@@ -49,6 +50,8 @@ inline Args parse_args(int argc, char** argv) {
       a.reps = std::max(1, std::stoi(v));  // fewer than 5 only to profile (callgrind)
     } else if (value(arg, "--benchmark_repetitions=", v)) {
       a.reps = std::max(5, std::stoi(v));  // medians of at least 5 (issue 4)
+    } else if (value(arg, "--workers=", v)) {
+      a.workers = std::clamp(std::stoi(v), 1, 256);
     } else if (value(arg, "--json=", v) || value(arg, "--benchmark_out=", v)) {
       a.out = v;
     } else if (value(arg, "--filter=", v) || value(arg, "--benchmark_filter=", v)) {
@@ -57,8 +60,8 @@ inline Args parse_args(int argc, char** argv) {
       // other Google Benchmark flags (out_format, aggregates) do not apply
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--reps=N (default 5; fewer only to profile)] [--json=FILE] "
-                   "[--filter=SUBSTRING[|SUBSTRING...]]\n"
+                   "usage: %s [--reps=N (default 5; fewer only to profile)] [--workers=N] "
+                   "[--json=FILE] [--filter=SUBSTRING[|SUBSTRING...]]\n"
                    "unknown argument '%s'\n",
                    argv[0], argv[i]);
       std::exit(2);

@@ -7,6 +7,8 @@
 // "Pool" says how to read it.
 #include <tbb/global_control.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -21,7 +23,9 @@
 namespace {
 
 using bench::Sample;
-constexpr int kWorkers = 2;
+// Workers per pool (--workers=N, default 2: the cores of the machine the
+// figures in docs/benchmarks.md come from).
+int g_workers = 2;
 
 const std::vector<std::string> kScenarios = {
     "flood_1m_batched", "nested_fanout_4x", "contended_spawn_8x",
@@ -33,7 +37,7 @@ Sample run_scenario(R& r, const std::string& s) {
   if (s == "flood_1m_batched") return bench::flood_1m_batched(r);
   if (s == "nested_fanout_4x") return bench::nested_fanout_4x(r);
   if (s == "contended_spawn_8x") return bench::contended_spawn_8x(r);
-  if (s == "cpu_work_100us") return bench::cpu_work_100us(r, kWorkers);
+  if (s == "cpu_work_100us") return bench::cpu_work_100us(r, g_workers);
   if (s == "mixed_fast_slow") return bench::mixed_fast_slow(r, false);
   return bench::mixed_fast_slow(r, true);
 }
@@ -43,6 +47,17 @@ struct PoolDef {
   bool mixed_only = false;  // the blocking-lane variant only matters for mixed_fast_slow
   std::function<Sample(const std::string&)> run;
 };
+
+// A tpool row: the scenario, then the pool's wake statistics per 1,000 tasks.
+Sample run_tpool(const bench::TpoolSetup& setup, const std::string& s) {
+  bench::TpoolRunner r(setup, g_workers);
+  Sample out = run_scenario(r, s);
+  const tpool::PoolStats st = r.pool().stats();
+  const double k = static_cast<double>(std::max<std::uint64_t>(1, st.completed)) / 1000.0;
+  out.parks_per_ktask = static_cast<double>(st.parks) / k;
+  out.no_work_wakeups_per_ktask = static_cast<double>(st.wakeups_no_work) / k;
+  return out;
+}
 
 template <class R, class... A>
 std::function<Sample(const std::string&)> make(A... a) {
@@ -68,8 +83,7 @@ std::vector<PoolDef> pools() {
                      // other worker is too deadlocks the pool, so size it.
                      bench::TpoolSetup setup{var, kind};
                      if (s == "nested_fanout_4x") setup.queue_capacity = std::size_t{1} << 19;
-                     bench::TpoolRunner r(setup, kWorkers);
-                     return run_scenario(r, s);
+                     return run_tpool(setup, s);
                    }});
     }
   }
@@ -80,16 +94,24 @@ std::vector<PoolDef> pools() {
                  bench::TpoolSetup setup{SchedulerVariant::kWorkStealing, QueueKind::kRing};
                  setup.lifo_capacity = 32;
                  if (s == "nested_fanout_4x") setup.queue_capacity = std::size_t{1} << 19;
-                 bench::TpoolRunner r(setup, kWorkers);
-                 return run_scenario(r, s);
+                 return run_tpool(setup, s);
                }});
-  v.push_back(
-      {"tpool/lane_extension/ring/slow_on_blocking_lane", true,
-       make<bench::TpoolRunner>(
-           bench::TpoolSetup{SchedulerVariant::kLaneExtension, QueueKind::kRing, true}, kWorkers)});
-  v.push_back({"onetbb/task_group", false, make<bench::TbbRunner>(kWorkers)});
-  v.push_back({"asio/thread_pool", false, make<bench::AsioRunner>(kWorkers)});
-  v.push_back({"rvaser/thread_pool", false, make<bench::RvaserRunner>(kWorkers)});
+  // The searching-worker gate (searching_gate = true, opt-in) against the
+  // same variant and queue without it (docs/algorithms.md, "The
+  // searching-worker gate"): compare ns/task and the wake statistics.
+  v.push_back({"tpool/work_stealing/ring/gate", false, [](const std::string& s) {
+                 bench::TpoolSetup setup{SchedulerVariant::kWorkStealing, QueueKind::kRing};
+                 setup.searching_gate = true;
+                 if (s == "nested_fanout_4x") setup.queue_capacity = std::size_t{1} << 19;
+                 return run_tpool(setup, s);
+               }});
+  v.push_back({"tpool/lane_extension/ring/slow_on_blocking_lane", true,
+               make<bench::TpoolRunner>(
+                   bench::TpoolSetup{SchedulerVariant::kLaneExtension, QueueKind::kRing, true},
+                   g_workers)});
+  v.push_back({"onetbb/task_group", false, make<bench::TbbRunner>(g_workers)});
+  v.push_back({"asio/thread_pool", false, make<bench::AsioRunner>(g_workers)});
+  v.push_back({"rvaser/thread_pool", false, make<bench::RvaserRunner>(g_workers)});
   return v;
 }
 
@@ -99,14 +121,15 @@ constexpr const char* kTbb = "onetbb/task_group";
 
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv);
+  g_workers = args.workers;
   // One TBB worker thread + the thread in wait(): 2 running threads.
-  tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism, kWorkers);
+  tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism, g_workers);
   bench::calibrate_spin();
   const std::string load_before = bench::loadavg();
   std::printf(
       "bench_pool: %u cores, load %s, %d reps interleaved, %d workers per pool, "
       "spin %llu units/us\n",
-      std::thread::hardware_concurrency(), load_before.c_str(), args.reps, kWorkers,
+      std::thread::hardware_concurrency(), load_before.c_str(), args.reps, g_workers,
       static_cast<unsigned long long>(bench::g_units_per_us));
 
   const std::vector<PoolDef> defs = pools();
@@ -129,7 +152,7 @@ int main(int argc, char** argv) {
 
   std::ostringstream json;
   json << "{\n\"machine\": " << bench::machine_json(load_before, load_after)
-       << ",\n\"workers\": " << kWorkers << ",\n\"reps\": " << args.reps << ",\n\"results\": [";
+       << ",\n\"workers\": " << g_workers << ",\n\"reps\": " << args.reps << ",\n\"results\": [";
   bool first = true;
   for (const std::string& s : kScenarios) {
     if (samples[s].empty()) continue;
@@ -151,18 +174,25 @@ int main(int argc, char** argv) {
       const double over = med(p.name, &Sample::overhead);
       const double p50 = med(p.name, &Sample::p50_ns);
       const double p99 = med(p.name, &Sample::p99_ns);
+      const double parks = med(p.name, &Sample::parks_per_ktask);
+      const double no_work = med(p.name, &Sample::no_work_wakeups_per_ktask);
       if (s == "cpu_work_100us") {
-        std::printf("  %-50s %12.1f %9.2fx %11.1f%%\n", p.name.c_str(), m, ratio, over * 100);
+        std::printf("  %-50s %12.1f %9.2fx %11.1f%%", p.name.c_str(), m, ratio, over * 100);
       } else if (s.rfind("mixed", 0) == 0) {
-        std::printf("  %-50s %12.1f %9.2fx %12.1f %12.1f\n", p.name.c_str(), m, ratio, p50 / 1e3,
+        std::printf("  %-50s %12.1f %9.2fx %12.1f %12.1f", p.name.c_str(), m, ratio, p50 / 1e3,
                     p99 / 1e3);
       } else {
-        std::printf("  %-50s %12.1f %9.2fx\n", p.name.c_str(), m, ratio);
+        std::printf("  %-50s %12.1f %9.2fx", p.name.c_str(), m, ratio);
       }
+      if (p.name.rfind("tpool/", 0) == 0) {
+        std::printf("   parks/1k %.2f, wake-ups with no work/1k %.2f", parks, no_work);
+      }
+      std::printf("\n");
       json << (first ? "\n" : ",\n") << "  {\"scenario\": \"" << s << "\", \"pool\": \"" << p.name
            << "\", \"median_ns_per_task\": " << m << ", \"ratio_to_onetbb\": " << ratio
            << ", \"median_overhead\": " << over << ", \"median_fast_p50_ns\": " << p50
-           << ", \"median_fast_p99_ns\": " << p99
+           << ", \"median_fast_p99_ns\": " << p99 << ", \"median_parks_per_1k_tasks\": " << parks
+           << ", \"median_no_work_wakeups_per_1k_tasks\": " << no_work
            << ", \"ns_per_task_samples\": " << bench::json_array(ns) << "}";
       first = false;
     }

@@ -73,6 +73,10 @@ struct Sample {
   double overhead = 0;     // cpu_work_100us: wall / ideal - 1
   double p50_ns = 0;       // mixed_fast_slow: fast tasks, submit to start
   double p99_ns = 0;
+  // tpool rows only (Pool::stats() at the end of the run, per task): parks
+  // and wake-ups that found no work (the searching gate's measure).
+  double parks_per_ktask = 0;
+  double no_work_wakeups_per_ktask = 0;
 };
 
 inline double percentile(std::vector<std::int64_t>& v, double q) {

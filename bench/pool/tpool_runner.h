@@ -22,6 +22,7 @@ struct TpoolSetup {
   bool slow_on_blocking_lane = false;  // lane_extension with blocking_workers = 1
   std::size_t queue_capacity = tpool::Config{}.queue_capacity;
   std::size_t lifo_capacity = tpool::Config{}.lifo_capacity;
+  bool searching_gate = tpool::Config{}.searching_gate;
 };
 
 class TpoolRunner {
@@ -34,6 +35,7 @@ class TpoolRunner {
     c.queue_kind = s.kind;
     c.queue_capacity = s.queue_capacity;
     c.lifo_capacity = s.lifo_capacity;
+    c.searching_gate = s.searching_gate;
     if (s.slow_on_blocking_lane) c.blocking_workers = 1;
     c.name = "bench";
     auto p = tpool::Pool::create(c);

@@ -34,6 +34,19 @@
 //       queue it may drain before it parks; a submitter publishes work,
 //       fences, then reads `awake` / scans sleep states. Every worker that
 //       drains lane L counts in awake[L] while its sleep state is running.
+//   (7) The searching gate (Config::searching_gate; docs/algorithms.md, "The
+//       searching-worker gate"; tests/model/spin/wake.pml, GATE). A worker
+//       that drains the default lane counts in `searching` (Worker::own.
+//       searching says whether it does) from a next_task that found nothing,
+//       and from every return from idle(), until it takes a task or gives
+//       up. It leaves the count with a seq_cst RMW *before* idle()'s c1 and
+//       before leave(): c2's (or leave's) fence then orders the decrement
+//       before its re-check, as for awake (inv 6). A default-lane producer
+//       skips w3 when it reads searching > 0 after w1's fence: some searcher
+//       will see its task, in its scan or in its re-check. A searcher that
+//       takes a task and was the last one runs w1 and w3 itself (no
+//       coalescing, no gate), so a second task pushed meanwhile gets a
+//       worker even if the first never returns.
 #pragma once
 
 #include <algorithm>
@@ -246,6 +259,7 @@ struct Worker {
     DescCache<32> cache;
     std::uint32_t submit_tick = 0;  // wake coalescing
     std::uint32_t steal_hint = 0;
+    bool searching = false;  // counted in Impl::searching (inv 7)
     // The end stamp of the last task this worker ran, and whether the worker
     // went straight on from it (no idle spin, no park, no cancel in between):
     // then it is also the next task's start stamp (run_task), one clock read
@@ -348,8 +362,13 @@ class Pool::Impl {
   bool default_lane_has_sleeper() const noexcept;
   void spill_lifo(detail::Worker* w, std::size_t n);
   void run_inline(detail::Worker* w, const Task& t, const SubmitOptions& o, Lane lane);
-  void notify(Lane lane, std::uint32_t* tick, bool fenced = false);
+  // `chain`: the last searcher's wake (inv 7): no coalescing, no gate.
+  void notify(Lane lane, std::uint32_t* tick, bool fenced = false, bool chain = false);
   bool wake_one(Lane lane);
+  // (inv 7) Enter / leave the searching count. stop_searching() wakes one
+  // more worker when `found` and it was the last searcher.
+  void start_searching(detail::Worker* w);
+  void stop_searching(detail::Worker* w, bool found);
   Lane route(Lane requested) const noexcept;
 
   // descriptors.cc: the free list and the DescCaches
@@ -422,6 +441,8 @@ class Pool::Impl {
   std::atomic<std::size_t> started{0};                            // core workers started
   std::atomic<std::int64_t> awake[kLaneCount] = {};               // (inv 6)
   std::atomic<std::uint32_t> wake_hint{0};
+  // (inv 7) Default-lane workers searching for work; only with the gate on.
+  alignas(detail::kCacheLine) std::atomic<std::int64_t> searching{0};
   // Serialises starting and joining workers (construct.cc inv 2,
   // shutdown.cc inv 1, watchdog.cc inv 1). Worker::thread is touched under
   // it too, except by join_all's joins (shutdown.cc inv 2), so it is not

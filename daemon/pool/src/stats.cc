@@ -104,6 +104,9 @@ PoolStats Pool::Impl::stats() const {
     // Acquire pairs with submitter.cc's CAS/store of in_use (its inv 1).
     if (s->in_use.load(std::memory_order_acquire)) st.submitter_depth += s->queue->size_approx();
   }
+  // Relaxed: a sample for statistics (inv 7's count is never negative).
+  st.searching_workers = static_cast<std::size_t>(
+      std::max<std::int64_t>(0, searching.load(std::memory_order_relaxed)));
   st.stalls_detected = stalls_detected.load(std::memory_order_relaxed);
   st.stalled_now = stalled_now.load(std::memory_order_relaxed);
   st.overflow_spawned = overflow_spawned.load(std::memory_order_relaxed);

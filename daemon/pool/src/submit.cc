@@ -349,13 +349,14 @@ bool Pool::Impl::enqueue(Entry e, Lane lane, Worker* w, Submitter* s) {
 // The waker's side of the handshake (inv 6; docs/wake-protocol.md, w1..w3;
 // the steps are detail::SleepWake::wake_needed and wake_one in sleep_wake.h).
 // A caller that has just fenced after its push passes fenced = true.
-void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
+void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced, bool chain) {
   // Callers without a slot of their own (gRPC threads, a worker's spill)
   // count per thread, so every B-th of their submits still wakes someone.
   static thread_local std::uint32_t thread_tick = 0;
+  // The last searcher's wake (inv 7) is not coalesced.
   const bool wake = detail::Wake::wake_needed(
       awake[static_cast<std::size_t>(lane)], fenced, tick ? *tick : thread_tick,
-      cfg.wake_coalesce_batch, [&](std::int64_t up) {
+      chain ? 1 : cfg.wake_coalesce_batch, [&](std::int64_t up) {
         // Everyone who could take it is awake and the pool cannot grow.
         return up >= static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
                                                overflow_active.load(std::memory_order_relaxed)) &&
@@ -367,6 +368,12 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
   free_ec.notify_all_fenced();
   help_ec.notify_all_fenced();
   if (!wake) return;
+  // (inv 7) The gate: a worker is searching and will see our push (in its
+  // scan or its re-check). Relaxed: ordered after the push by w1's fence.
+  if (cfg.searching_gate && !chain && lane == Lane::kDefault &&
+      searching.load(std::memory_order_relaxed) > 0) {
+    return;
+  }
   if (!wake_one(lane)) {
     // w3 found nobody asleep: grow towards max_threads if we can.
     // Acquire pairs with start_worker's release increment (construct.cc).
@@ -381,6 +388,26 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced) {
       }
     }
   }
+}
+
+// (inv 7) Count w as searching the default lane. seq_cst: in the total
+// order the producers' w1 fences join, like awake's increments.
+void Pool::Impl::start_searching(Worker* w) {
+  if (!cfg.searching_gate || w->own.searching || !w->drains[0]) return;
+  w->own.searching = true;
+  searching.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// (inv 7) Leave the searching count. Giving up (found = false): the caller
+// goes on to idle() or leave(), whose fence orders this decrement before the
+// re-check. Found a task: if we were the last searcher, a producer may have
+// skipped its wake on our count for a second task: wake one more worker,
+// w1 and w3 without coalescing or the gate (Go's resetspinning -> wakep).
+void Pool::Impl::stop_searching(Worker* w, bool found) {
+  if (!w->own.searching) return;
+  w->own.searching = false;
+  const bool last = searching.fetch_sub(1, std::memory_order_seq_cst) == 1;
+  if (found && last) notify(Lane::kDefault, nullptr, /*fenced=*/false, /*chain=*/true);
 }
 
 // w3: wake at most one parked worker that drains `lane`. True if one was woken.

@@ -343,17 +343,24 @@ void Pool::Impl::worker_main(Worker* w) {
   bool woken = false;
   for (;;) {
     Entry e = next_task(w);
-    if (e == kNoEntry) w->own.last_end_fresh = false;  // idle time is no task's run time
+    if (e == kNoEntry) {
+      w->own.last_end_fresh = false;  // idle time is no task's run time
+      start_searching(w);             // (inv 7) from here until we take a task or give up
+    }
     for (int spin = 0; e == kNoEntry && spin < kSpinRounds; ++spin) {
       std::this_thread::yield();
       e = next_task(w);
     }
     if (e != kNoEntry) {
+      stop_searching(w, /*found=*/true);  // the last searcher wakes one more
       woken = false;
       run_task(w, e);
       continue;
     }
     if (woken) w->counters.bump(w->counters.wakeups_no_work);
+    // (inv 7) Giving up: leave the searching count before idle()'s c1 (or
+    // leave()), so its fence orders the decrement before the re-check.
+    stop_searching(w, /*found=*/false);
     // Exit only when stopping with nothing left that we could run. Acquire
     // (here and below) pairs with join_all()'s store of `stop`.
     if (stop.load(std::memory_order_acquire) && !work_visible(w)) break;
@@ -362,6 +369,11 @@ void Pool::Impl::worker_main(Worker* w) {
       break;
     }
     woken = true;
+    // (inv 7) Back from idle(), woken or having found work on the re-check:
+    // search again before we look, so that taking a task as the last
+    // searcher wakes one more (a producer may have skipped its wake on our
+    // count, or we may have taken a wake meant for another task).
+    start_searching(w);
   }
   // Leave the awake count (we were counted: every path out of idle() ends
   // running), then, as in the sleep transition, fence and re-check: a waker

@@ -664,6 +664,7 @@ tpool::Config DaemonConfig::pool_config() const {
                                                             : SchedulerVariant::kLaneExtension;
   c.blocking_workers = pool.blocking_workers;
   c.wake_coalesce_batch = pool.wake_coalesce_batch;
+  c.searching_gate = pool.searching_gate;
   // The daemon's submits come from gRPC threads and must never block a
   // reactor: full is an answer (RESOURCE_EXHAUSTED, or a Stream that stops
   // reading), not a wait.
@@ -764,6 +765,7 @@ Result<DaemonConfig> parse_config(std::string_view text, std::string_view origin
         {"scheduler", str(c.pool.scheduler)},
         {"queue", str(c.pool.queue)},
         {"wake_coalesce_batch", u64(c.pool.wake_coalesce_batch)},
+        {"searching_gate", boolean(c.pool.searching_gate)},
         {"watchdog_interval_ms", u64(c.pool.watchdog_interval_ms)},
         {"blocking_promotion_timeout_ms", u64(c.pool.blocking_promotion_timeout_ms)},
         {"max_overflow_workers", u64(c.pool.max_overflow_workers)}}},

@@ -62,6 +62,7 @@ struct PoolSection {
   std::string scheduler = "lane_extension";
   std::string queue = "ring";
   std::uint64_t wake_coalesce_batch = 1;
+  bool searching_gate = false;  // tpool::Config::searching_gate
   std::uint64_t watchdog_interval_ms = 100;
   std::uint64_t blocking_promotion_timeout_ms = 100;
   std::uint64_t max_overflow_workers = 4;

@@ -147,13 +147,15 @@ Config random_config(std::mt19937_64& rng, TestClock& clock, std::ostringstream&
   // The owner's LIFO stack: the seed's slot, the smallest stack, a deep one.
   const std::size_t lifos[] = {1, 2, 32};
   c.lifo_capacity = lifos[pick(3)];
+  c.searching_gate = pick(2) == 1;
   c.name = "fz";
   log << "config: " << to_string(c.scheduler_variant) << " " << to_string(c.queue_kind)
       << " threads " << c.min_threads << ".." << c.max_threads << " cap " << c.queue_capacity
       << " local " << c.local_queue_capacity << " steal " << c.steal_batch_size << " inject "
       << c.inject_batch_size << " coalesce " << c.wake_coalesce_batch << " blocking "
       << c.blocking_workers << (c.cpu_helps_blocking ? "+help" : "") << " overflow "
-      << c.max_overflow_workers << " lifo " << c.lifo_capacity << "\n";
+      << c.max_overflow_workers << " lifo " << c.lifo_capacity << (c.searching_gate ? " gate" : "")
+      << "\n";
   return c;
 }
 

@@ -3,12 +3,14 @@
 # it, and judge its report.
 #
 #   run_spin.sh --model FILE --workdir DIR --claim safe|live --expect pass|fail
-#               [--spin PATH] [--cc PATH] [--nfair N] [-- SPIN_DEFINES...]
+#               [--spin PATH] [--cc PATH] [--nfair N] [--memlim MB] [-- SPIN_DEFINES...]
 #
 #   --claim safe   safety search against the never claim `safe`:  ./pan -N safe
 #   --claim live   acceptance cycles under weak fairness:          ./pan -a -f -N live
 #   --nfair N      pan's NFAIR for the liveness search (default 2: enough
 #                  for wake.pml; lanes.pml has more processes and needs 3)
+#   --memlim MB    pan's memory bound (default 2048); a search that reaches it
+#                  is incomplete and fails
 #   --expect pass  exit 0 only if pan says "errors: 0" after a complete search
 #   --expect fail  exit 0 only if pan reports errors > 0 (a known-bad variant);
 #                  the counterexample is replayed into DIR/counterexample.txt
@@ -17,7 +19,7 @@
 # first, so checks running in parallel must get different directories.
 set -euo pipefail
 
-model="" workdir="" claim="" expect="" spin="spin" cc="cc" nfair=2
+model="" workdir="" claim="" expect="" spin="spin" cc="cc" nfair=2 memlim=2048
 defines=()
 while (($#)); do
   case "$1" in
@@ -28,6 +30,7 @@ while (($#)); do
     --spin) spin="$2"; shift 2 ;;
     --cc) cc="$2"; shift 2 ;;
     --nfair) nfair="$2"; shift 2 ;;
+    --memlim) memlim="$2"; shift 2 ;;
     --) shift; defines=("$@"); break ;;
     *) echo "run_spin.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -55,12 +58,12 @@ cp "$model" model.pml
 echo "== spin ${defines[*]} -a $(basename "$model")  [claim $claim, expect $expect]"
 "$spin" "${defines[@]}" -a model.pml >spin.out 2>&1 || { cat spin.out; exit 1; }
 
-# COLLAPSE: compress state vectors (memory); MEMLIM: stop at 2 GiB rather than
+# COLLAPSE: compress state vectors (memory); MEMLIM: stop at 2 GiB (--memlim) rather than
 # swap the shared machine; NOBOUNDCHECK: the model's indices are in range by
 # construction (every index is `me`, a scan position mod NW, or a constant).
 # A known-bad variant fails within a few hundred states: compiling pan.c
 # costs more than searching, so it is not optimised.
-cflags=(-w -DCOLLAPSE -DMEMLIM=2048 -DNOBOUNDCHECK)
+cflags=(-w -DCOLLAPSE -DMEMLIM="$memlim" -DNOBOUNDCHECK)
 if [[ "$expect" == pass ]]; then cflags+=(-O2); else cflags+=(-O0); fi
 panflags=(-m200000 -N "$claim")
 if [[ "$claim" == safe ]]; then

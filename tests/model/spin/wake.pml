@@ -69,6 +69,19 @@
  *                               c2 is BUGGY_RECHECK_FIRST: the store of
  *                               sleeping may become visible after the
  *                               re-check's loads.)
+ *   -DBUGGY_GATE_NO_CHAIN_WAKE  (GATE, STALL) the last searcher to take a
+ *                               task does not wake one more: a second task
+ *                               whose wake was skipped on its count waits
+ *                               behind the first, for ever if that one
+ *                               never returns
+ *   -DBUGGY_GATE_NO_RESEARCH    (GATE, STALL) a worker back from idle() after
+ *                               its re-check found work does not count itself
+ *                               searching again: it may have taken a wake
+ *                               meant for another task, and nobody passes it on
+ *   -DBUGGY_GATE_LEAVE_AFTER_RECHECK (GATE) a searcher that gives up leaves
+ *                               the count after its re-check: a producer that
+ *                               read the count before the decrement skips its
+ *                               wake and the re-check missed its task
  *   -DBUGGY_HANDOUT_NO_NOTIFY   (with STALL) the hand-out moves the stack's
  *                               older half to the local queue without w1..w3:
  *                               the sleeper it was meant for stays parked,
@@ -97,7 +110,12 @@
  * tasks submit, in total), LIFO_CAP (lifo_capacity: 1 is the seed's slot; 2
  * is enough for a spill and a hand-out), STALL (one task may never return),
  * GLOBAL_QUEUE (the global_queue scheduler variant: no LIFO stacks or local
- * queues, every push goes to the inject ring and workers drain only it).
+ * queues, every push goes to the inject ring and workers drain only it),
+ * GATE (Config::searching_gate, pool_internal.h inv 7: a worker counts in
+ * `searching` from a scan that found nothing until it takes a task or gives
+ * up, and from every return from idle(); it gives up by leaving the count
+ * before c1; a producer skips w3 while searching > 0; the last searcher to
+ * take a task runs w1 and w3 itself, not coalesced and not gated).
  *
  * Not modelled here: shutdown and overflow-worker retirement (lanes.pml
  * models retirement and the exit path), spurious condvar wakeups (the wait
@@ -132,6 +150,10 @@
 bit sleep[NW];   /* Worker::sleep; all start running */
 short awake = NW; /* Pool::Impl::awake[lane]; signed: a flip's +1 may land
                      after the flipped worker's next -1 */
+
+#ifdef GATE
+short searching = 0; /* Pool::Impl::searching[lane] (Config::searching_gate) */
+#endif
 
 /* Queues, as task counts: which task sits where does not matter to the
  * handshake, only whether a queue that a worker may drain is empty. */
@@ -171,6 +193,12 @@ ltl live { [] ((QUEUED > 0) -> <> (QUEUED == 0)) }
  * producer's own counter, or NO_TICK. Uses the caller's locals up and j
  * (scan position). */
 inline decide(tick) {
+#ifdef GATE
+  /* w2 with the gate: after w1's fence, one load of searching; skip the wake
+   * while a worker is searching (it will find the work, or re-check after
+   * it leaves the count, or wake another when it was the last). */
+  gated = (searching > 0);
+#endif
   /* w1: fence, then one load of awake. w2 decides on that load and on the
    * producer's own tick (thread-local), so w1 and w2 are one step. j == NW
    * means "no wake". */
@@ -187,6 +215,10 @@ inline decide(tick) {
     :: else
     fi;
     if :: up >= NW -> j = NW :: else fi; /* all awake */
+#ifdef GATE
+    if :: gated -> j = NW :: else fi;
+    gated = 0;
+#endif
     if
     :: j == NW -> inflight--
     :: else -> select(j : 0 .. NW - 1) /* w3: wake_hint.fetch_add % n */
@@ -275,12 +307,15 @@ proctype Worker(byte me) {
   bit popped; /* find took from the stack */
   bit sleeper; /* the relaxed hint: awake < NW when it was read */
   bit shared;  /* the nested push put an entry where others can take it */
+  bit gated;   /* decide(): searching > 0 when it was read */
+  bit srch;    /* GATE: this worker counts in searching */
+  bit last;    /* GATE: it was the last searcher when it found a task */
 find:
   /* next_task, one step: its only effect on the handshake is whether it
    * took a task, and a scan that misses work pushed behind it goes on to c1
    * and c2, whose re-check is modelled one queue per step. */
 #ifdef GLOBAL_QUEUE
-  atomic { if :: inject > 0 -> inject-- :: else -> goto idle fi };
+  atomic { if :: inject > 0 -> inject-- :: else -> goto nothing fi };
 #else
   atomic {
     if
@@ -300,7 +335,7 @@ find:
                 :: else ->
                    if
                    :: lq[(me + 2) % NW] > 0 -> lq[(me + 2) % NW]--
-                   :: else -> goto idle
+                   :: else -> goto nothing
                    fi
                 fi
              fi
@@ -308,6 +343,31 @@ find:
        fi
     fi
   };
+#endif
+#ifdef GATE
+  /* Found a task: leave the count. The last searcher to leave wakes one more
+   * worker (Go's resetspinning -> wakep): w1, the all-awake early-out, w3,
+   * without coalescing or the gate. Without it, a producer that skipped its
+   * wake on our count would have its task wait behind the one we run. */
+  if
+  :: srch -> atomic { searching--; srch = 0; last = (searching == 0) };
+     if
+#ifndef BUGGY_GATE_NO_CHAIN_WAKE
+     :: last ->
+        atomic {
+          inflight++;
+          up = awake;
+          if :: up >= NW -> j = NW :: else -> select(j : 0 .. NW - 1) fi;
+          if :: j == NW -> inflight-- :: else fi;
+          up = 0
+        };
+        wake()
+#endif
+     :: else
+     fi;
+     last = 0
+  :: else
+  fi;
 #endif
 #ifndef GLOBAL_QUEUE
   /* The hand-out (next_task): the hint, then the move and the wake. The
@@ -379,7 +439,19 @@ end_stuck:
   false; /* a handler that never returns: this worker takes no further step */
 #endif
 
+nothing: /* next_task found nothing */
+#ifdef GATE
+  /* The worker counts itself searching and scans once more (the steal
+   * round of Pool::Impl::search) before it gives up. */
+  if :: !srch -> atomic { searching++; srch = 1 }; goto find :: else fi;
+#endif
 idle: /* Pool::Impl::idle */
+#if defined(GATE) && !defined(BUGGY_GATE_LEAVE_AFTER_RECHECK)
+  /* Giving up: leave the searching count before c1, so c2's fence orders the
+   * decrement before the re-check (the store-buffering argument, as for
+   * awake). */
+  if :: srch -> atomic { searching--; srch = 0 } :: else fi;
+#endif
 #ifdef BUGGY_RECHECK_FIRST
   work_visible();
   if :: found -> found = 0; goto find :: else fi;
@@ -394,6 +466,10 @@ idle: /* Pool::Impl::idle */
 #endif
   /* c2: seq_cst fence (pairs with w1), then the re-check */
   work_visible();
+#if defined(GATE) && defined(BUGGY_GATE_LEAVE_AFTER_RECHECK)
+  /* Bug: the searching count is left after the re-check. */
+  if :: srch -> atomic { searching--; srch = 0 } :: else fi;
+#endif
   if :: found -> found = 0; goto abort_sleep :: else fi;
 #ifdef BUGGY_COUNT_AFTER_RECHECK
   awake--;
@@ -413,7 +489,11 @@ abort_sleep:
      skip
 #endif
   fi;
+#ifdef BUGGY_GATE_NO_RESEARCH
   goto find;
+#else
+  goto resume;
+#endif
 #endif
 
 park:
@@ -427,7 +507,7 @@ park:
 #ifdef BUGGY_NOTIFY_UNLOCKED
   if /* no mutex on the waker's side: check and wait are two steps */
   :: sleep[me] == SLEEPING -> waiting[me] = 1
-  :: else -> goto find
+  :: else -> goto resume
   fi;
 #else
   atomic {
@@ -439,6 +519,16 @@ park:
 #endif
 end_parked:
   atomic { signalled[me] -> signalled[me] = 0; waiting[me] = 0 };
+resume: /* back from idle(), woken or not */
+#ifdef GATE
+  /* Every return from idle() counts the worker searching again before it
+   * looks (Go: a woken M starts spinning; findrunnable's "if wasSpinning {
+   * becomeSpinning() }" after its re-check found work). A producer may have
+   * skipped its wake on our count, or we may have absorbed a wake meant for
+   * a task other than the one we take: leaving the count as the last
+   * searcher when we take it then wakes one more. */
+  atomic { searching++; srch = 1 };
+#endif
   goto find
 }
 
@@ -452,6 +542,7 @@ active proctype External() {
   short up;
   byte left = EXTERNAL_TASKS;
   byte none = NO_TICK;
+  bit gated;
   do
 #ifdef BUGGY_NO_WAKER_FENCE
   /* No fence between the push and the load of awake: the push may become

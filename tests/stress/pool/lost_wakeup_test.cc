@@ -21,7 +21,8 @@
 //                ring). One, so that with coalescing no second submit of the
 //                round can make up for a wake the first one wrongly skipped.
 //   batch        submit_batch of three tasks from an external thread
-// Grid: scheduler variant x queue kind x wake_coalesce_batch {1, 2, 4} x lane
+// Grid: scheduler variant x queue kind x (wake_coalesce_batch {1, 2, 4}, and
+// {1, 2} with the searching gate) x lane
 // {default, blocking} x producer, with three workers (lane_extension: one of
 // them serves the blocking lane).
 #include <gtest/gtest.h>
@@ -70,11 +71,12 @@ struct Point {
   SchedulerVariant scheduler;
   QueueKind queue;
   std::size_t batch;  // wake_coalesce_batch
+  bool gate = false;  // searching_gate
 };
 
 std::string point_name(const Point& p) {
   return std::string(to_string(p.scheduler)) + "_" + std::string(to_string(p.queue)) + "_b" +
-         std::to_string(p.batch);
+         std::to_string(p.batch) + (p.gate ? "_gate" : "");
 }
 
 // gtest prints the parameter in ctest's test names: the point's name, not bytes.
@@ -88,6 +90,8 @@ std::vector<Point> all_points() {
                              SchedulerVariant::kLaneExtension}) {
     for (QueueKind q : {QueueKind::kRing, QueueKind::kChaseLev}) {
       for (std::size_t b : {1, 2, 4}) out.push_back({s, q, b});
+      // The searching gate (pool_internal.h inv 7): it skips wakes too.
+      for (std::size_t b : {1, 2}) out.push_back({s, q, b, true});
     }
   }
   return out;
@@ -145,6 +149,7 @@ TEST_P(LostWakeup, EveryTaskStartsWithinTheBound) {
   c.max_threads = kWorkers;
   c.blocking_workers = pt.scheduler == SchedulerVariant::kLaneExtension ? 1 : 0;
   c.wake_coalesce_batch = pt.batch;
+  c.searching_gate = pt.gate;
   c.name = "lost_wakeup";
   std::unique_ptr<Pool> pool;
   TPOOL_CREATE_OR_SKIP(pool, c);

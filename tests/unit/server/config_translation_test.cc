@@ -47,6 +47,16 @@ TEST(ConfigTranslation, NoBlockingWorkersOutsideLaneExtension) {
   EXPECT_EQ(c.pool_config().scheduler_variant, SchedulerVariant::kGlobalQueue);
 }
 
+TEST(ConfigTranslation, TheSearchingGateIsOffUnlessTurnedOn) {
+  EXPECT_FALSE(parsed("").pool_config().searching_gate);
+  EXPECT_TRUE(parsed("[pool]\nsearching_gate = true\n").pool_config().searching_gate);
+  auto bad = parse_config("[pool]\nsearching_gate = 1\n", "test.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("pool.searching_gate must be true or false"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(ConfigTranslation, MinThreadsIsCappedAtTheWorkers) {
   DaemonConfig c = parsed("[pool]\nmax_threads = 2\nmin_threads = 9\nblocking_workers = 1\n");
   EXPECT_EQ(c.pool_config().min_threads, 3u);

@@ -145,6 +145,16 @@ struct Config {
   SchedulerVariant scheduler_variant = SchedulerVariant::kWorkStealing;
   // Wake at most one parked worker per this many submits (1 = every submit).
   std::size_t wake_coalesce_batch = 1;
+  // The searching-worker gate (Go's nmspinning, Tokio's num_searching): a
+  // worker that found no task counts itself searching while it scans once
+  // more, and again after every return from its sleep; a default-lane submit
+  // skips its wake while any worker is searching, and the last searcher to
+  // find a task wakes one more worker. Fewer wakes that find nothing, one
+  // more hand-off before a second worker joins. Off by default: measured, it
+  // saves wake-ups only with more workers than cores, where it makes fast
+  // tasks wait ~10x longer (docs/algorithms.md, "The searching-worker
+  // gate"). The blocking lane is never gated.
+  bool searching_gate = false;
   // Entries taken from an inject ring per head CAS, 1..32.
   std::size_t inject_batch_size = 32;
   // Most entries one steal_half moves, 1..local_queue_capacity/2.
@@ -256,6 +266,8 @@ struct PoolStats {
   std::size_t workers = 0;  // core workers started
   std::size_t busy_workers = 0;
   std::size_t parked_workers = 0;
+  // Workers counted searching (Config::searching_gate; 0 with it off).
+  std::size_t searching_workers = 0;
   // Watchdog and overflow workers.
   std::uint64_t stalls_detected = 0;
   std::size_t stalled_now = 0;

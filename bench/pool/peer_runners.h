@@ -44,14 +44,17 @@ class TbbRunner {
     main_.run([t] { t.fn(t.ctx); });
   }
   void submit_slow(Task t) { submit(t); }
-  // Each contended thread runs into its own group, waited for in wait().
+  // Each contended thread runs into its own group, waited for in wait(); TBB
+  // has no other way for an external thread, so `plain` changes nothing.
   struct Token {
     explicit Token(tbb::task_group* g) { tls_group = g; }
     Token(const Token&) = delete;
     Token& operator=(const Token&) = delete;
     ~Token() { tls_group = nullptr; }
   };
-  Token enter_submitter(int i) { return Token(&groups_[static_cast<std::size_t>(i)]); }
+  Token enter_submitter(int i, bool /*plain*/) {
+    return Token(&groups_[static_cast<std::size_t>(i)]);
+  }
   void wait() {
     main_.wait();
     for (auto& g : groups_) g.wait();
@@ -99,7 +102,7 @@ class AsioRunner {
   }
   void submit_nested(Task t) { submit(t); }
   void submit_slow(Task t) { submit(t); }
-  NoToken enter_submitter(int) { return {}; }
+  NoToken enter_submitter(int, bool) { return {}; }
   void wait() { left_.wait(); }
 
  private:
@@ -123,7 +126,7 @@ class RvaserRunner {
   }
   void submit_nested(Task t) { submit(t); }
   void submit_slow(Task t) { submit(t); }
-  NoToken enter_submitter(int) { return {}; }
+  NoToken enter_submitter(int, bool) { return {}; }
   void wait() { left_.wait(); }
 
  private:

@@ -28,7 +28,7 @@ using bench::Sample;
 int g_workers = 2;
 
 const std::vector<std::string> kScenarios = {
-    "flood_1m_batched", "nested_fanout_4x", "contended_spawn_8x",
+    "flood_1m_batched", "nested_fanout_4x", "contended_spawn_8x",    "contended_spawn_8x_plain",
     "cpu_work_100us",   "mixed_fast_slow",  "mixed_fast_slow_paced",
 };
 
@@ -37,6 +37,7 @@ Sample run_scenario(R& r, const std::string& s) {
   if (s == "flood_1m_batched") return bench::flood_1m_batched(r);
   if (s == "nested_fanout_4x") return bench::nested_fanout_4x(r);
   if (s == "contended_spawn_8x") return bench::contended_spawn_8x(r);
+  if (s == "contended_spawn_8x_plain") return bench::contended_spawn_8x(r, true);
   if (s == "cpu_work_100us") return bench::cpu_work_100us(r, g_workers);
   if (s == "mixed_fast_slow") return bench::mixed_fast_slow(r, false);
   return bench::mixed_fast_slow(r, true);

@@ -142,8 +142,10 @@ Sample nested_fanout_4x(R& r) {
 // 8 external threads x 125k no-op tasks, one submit each. The threads are
 // started before the clock and released together; they stay alive until the
 // pool has run everything (a TBB external thread's deque lives in its slot).
+// plain: tpool's threads do not register a submitter slot (each submit goes
+// to the inject ring, as a gRPC thread's does in tpoold).
 template <class R>
-Sample contended_spawn_8x(R& r) {
+Sample contended_spawn_8x(R& r, bool plain = false) {
   constexpr std::int64_t kTotal = kContendedThreads * kContendedPerThread;
   r.begin(kTotal);
   std::barrier start(kContendedThreads + 1);
@@ -152,7 +154,7 @@ Sample contended_spawn_8x(R& r) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kContendedThreads; ++i) {
     threads.emplace_back([&, i] {
-      [[maybe_unused]] auto token = r.enter_submitter(i);
+      [[maybe_unused]] auto token = r.enter_submitter(i, plain);
       start.arrive_and_wait();
       for (std::int64_t k = 0; k < kContendedPerThread; ++k) r.submit(Task{&noop, nullptr});
       submitted.count_down();

@@ -61,7 +61,10 @@ class TpoolRunner {
   }
   void submit_nested(Task t) { check(pool_->submit(t, opts_).ok()); }
   void submit_slow(Task t) { check(pool_->submit(t, slow_opts_).ok()); }
-  std::optional<tpool::SubmitterSlot> enter_submitter(int) {
+  // plain: the thread submits without a slot, through the inject ring (what a
+  // gRPC thread does in tpoold).
+  std::optional<tpool::SubmitterSlot> enter_submitter(int, bool plain) {
+    if (plain) return std::nullopt;
     auto s = pool_->register_submitter();
     if (!s.ok()) return std::nullopt;  // more threads than max_submitters: plain submit
     return std::optional<tpool::SubmitterSlot>(std::move(s).value());

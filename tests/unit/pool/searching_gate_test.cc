@@ -54,19 +54,25 @@ Config gated(const GatePoint& p) {
   return c;
 }
 
-class SearchingGate : public ::testing::TestWithParam<GatePoint> {};
+// A gated pool; every task a test submits with `o` is counted in `ended`, so
+// a round's tasks end before its locals go (the wait group's done() is the
+// last thing the pool does for a task, pool inv 3).
+class SearchingGate : public ::testing::TestWithParam<GatePoint> {
+ protected:
+  void SetUp() override {
+    TPOOL_CREATE_OR_SKIP(pool, gated(GetParam()));
+    o.wait_group = &ended;
+  }
+  void TearDown() override { destroy_pool_bounded(pool); }  // before `ended` goes
+  WaitGroup ended;
+  SubmitOptions o;
+  std::unique_ptr<Pool> pool;
+};
 
 // Two tasks meet: each counts itself in and waits (bounded) for the other.
 // One worker cannot run both, so the round passes only if the submit that
 // was gated on a searcher got its worker from that searcher's chain wake.
 TEST_P(SearchingGate, TwoTasksThatMeetBothRunFromParkedWorkers) {
-  const GatePoint pt = GetParam();
-  std::unique_ptr<Pool> pool;
-  TPOOL_CREATE_OR_SKIP(pool, gated(pt));
-  // Each round's tasks end before its locals go (pool inv 3: done() last).
-  WaitGroup round_done;
-  SubmitOptions o;
-  o.wait_group = &round_done;
   for (bool registered : {false, true}) {
     for (int round = 0; round < kRounds; ++round) {
       const std::string where = std::string(registered ? "registered submitter" : "external") +
@@ -86,17 +92,17 @@ TEST_P(SearchingGate, TwoTasksThatMeetBothRunFromParkedWorkers) {
         ASSERT_TRUE(eventually([&] { return ran.load(std::memory_order_acquire); }));
       }
       Event met(2);
-      Counter ended;
+      Counter finished;
       bool both_met[2] = {false, false};
       std::function<void()> a = [&] {
         met.count_down();
         both_met[0] = met.wait_for();
-        ended.add();
+        finished.add();
       };
       std::function<void()> b = [&] {
         met.count_down();
         both_met[1] = met.wait_for();
-        ended.add();
+        finished.add();
       };
       auto submit_both = [&] {
         return pool->submit(task_of(a), o).ok() && pool->submit(task_of(b), o).ok();
@@ -107,12 +113,12 @@ TEST_P(SearchingGate, TwoTasksThatMeetBothRunFromParkedWorkers) {
         ASSERT_TRUE(submit_both()) << where;
         // Release only after both ended: the release hands leftovers to the
         // inject ring and wakes, which would hide a missing chain wake.
-        ASSERT_TRUE(ended.wait_at_least(2)) << where;
+        ASSERT_TRUE(finished.wait_at_least(2)) << where;
       } else {
         ASSERT_TRUE(submit_both()) << where;
-        ASSERT_TRUE(ended.wait_at_least(2)) << where;
+        ASSERT_TRUE(finished.wait_at_least(2)) << where;
       }
-      ASSERT_TRUE(round_done.wait(kBound)) << where;
+      ASSERT_TRUE(ended.wait(kBound)) << where;
       EXPECT_TRUE(both_met[0] && both_met[1])
           << "the two tasks never ran at the same time: the second submit's wake was skipped "
              "on a searcher that took the first and woke nobody (inv 7), "
@@ -126,14 +132,6 @@ TEST_P(SearchingGate, TwoTasksThatMeetBothRunFromParkedWorkers) {
 // The model's STALL case: the first task never returns (until released), the
 // second must start anyway.
 TEST_P(SearchingGate, ASecondTaskStartsWhileTheFirstNeverReturns) {
-  const GatePoint pt = GetParam();
-  std::unique_ptr<Pool> pool;
-  TPOOL_CREATE_OR_SKIP(pool, gated(pt));
-  // The round's tasks end before the round's locals go (the wait group's
-  // done() is the last thing the pool does for a task, pool inv 3).
-  WaitGroup ended;
-  SubmitOptions o;
-  o.wait_group = &ended;
   for (int round = 0; round < kRounds; ++round) {
     if (round % 2 == 0) {
       ASSERT_TRUE(eventually([&] { return pool->stats().parked_workers == kWorkers; }));

@@ -352,7 +352,8 @@ void Pool::Impl::worker_main(Worker* w) {
       e = next_task(w);
     }
     if (e != kNoEntry) {
-      stop_searching(w, /*found=*/true);  // the last searcher wakes one more
+      // The last searcher wakes one more. Checked here: no call per task.
+      if (w->own.searching) stop_searching(w, /*found=*/true);
       woken = false;
       run_task(w, e);
       continue;

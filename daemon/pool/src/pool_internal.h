@@ -359,6 +359,9 @@ class Pool::Impl {
   // whether a worker that drains the default lane is asleep now (a relaxed
   // hint, never part of the wake handshake), and the move of the stack's
   // older entries to the owner's stealable local queue.
+  // Workers running now (core started + overflow active): what awake[] is
+  // compared with. Relaxed loads: a hint or a w2 decision (inv 6).
+  std::int64_t workers_running() const noexcept;
   bool default_lane_has_sleeper() const noexcept;
   void spill_lifo(detail::Worker* w, std::size_t n);
   void run_inline(detail::Worker* w, const Task& t, const SubmitOptions& o, Lane lane);

@@ -279,6 +279,11 @@ void Pool::Impl::run_inline(Worker* w, const Task& t, const SubmitOptions& o, La
   if (o.wait_group != nullptr) o.wait_group->done();
 }
 
+std::int64_t Pool::Impl::workers_running() const noexcept {
+  return static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
+                                   overflow_active.load(std::memory_order_relaxed));
+}
+
 bool Pool::Impl::default_lane_has_sleeper() const noexcept {
   // Every worker drains the default lane (construct.cc), and each counts in
   // awake[0] while its sleep state is running (pool inv 6): fewer awake than
@@ -286,9 +291,7 @@ bool Pool::Impl::default_lane_has_sleeper() const noexcept {
   // put work, read on every nested submit; the wake handshake does not
   // depend on it (a worker that parks after a wrong guess is woken by the
   // next hand-out, as any sleeper by any push: docs/algorithms.md).
-  return awake[0].load(std::memory_order_relaxed) <
-         static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
-                                   overflow_active.load(std::memory_order_relaxed));
+  return awake[0].load(std::memory_order_relaxed) < workers_running();
 }
 
 // The oldest n entries of the owner's LIFO stack to its local queue (the rest
@@ -358,8 +361,7 @@ void Pool::Impl::notify(Lane lane, std::uint32_t* tick, bool fenced, bool chain)
       awake[static_cast<std::size_t>(lane)], fenced, tick ? *tick : thread_tick,
       chain ? 1 : cfg.wake_coalesce_batch, [&](std::int64_t up) {
         // Everyone who could take it is awake and the pool cannot grow.
-        return up >= static_cast<std::int64_t>(started.load(std::memory_order_relaxed) +
-                                               overflow_active.load(std::memory_order_relaxed)) &&
+        return up >= workers_running() &&
                started.load(std::memory_order_relaxed) >= cfg.max_threads;
       });
   // w1's fence (in wake_needed, or the caller's) also orders our push before

@@ -252,6 +252,7 @@ struct Engine::Admission {
         return;
       }
     }
+    link_batches();
     for (const auto& j : run) {
       if (j->retained_) e.store_->put(j);  // (A6)
       j->self_ = j;                        // (inv 4) the task's reference
@@ -260,6 +261,18 @@ struct Engine::Admission {
     }
     const auto [accepted, why] = e.to_pool(tasks, tokens, run_lane);
     settle_run(accepted, why);
+  }
+
+  // (E7 in engine.cc) Jobs next to each other in the run with the same
+  // isolated handler are linked, before the pool has any of them: the worker
+  // that starts one may start the ones after it in the same runner call.
+  void link_batches() {
+    for (std::size_t k = 0; k + 1 < run.size(); ++k) {
+      const plugin_host::HandlerRef& h = run[k]->handler_;
+      if (h && h.isolated() && h.same_handler(run[k + 1]->handler_)) {
+        run[k]->batch_next_ = run[k + 1];
+      }
+    }
   }
 
   void settle_run(std::size_t accepted, const Status& why) {
@@ -288,6 +301,7 @@ struct Engine::Admission {
   // (D8) The run is accepted now and answered through its jobs' results;
   // the pool gets it once the commit's callback runs.
   void submit_run_async() {
+    link_batches();
     auto pending = std::make_shared<PendingRun>();
     pending->lane = run_lane;
     for (std::size_t k = 0; k < run.size(); ++k) {

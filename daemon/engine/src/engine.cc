@@ -35,6 +35,24 @@
 //  (E5) A job that never started ends with one of two sentences, whichever
 //       path ended it (the pool's on_cancel, the worker's check before the
 //       handler, Job::cancel): Job::unstarted_message.
+//  (E7) Batches for isolated handlers. Admission links the jobs of one run
+//       that share an isolated handler (Job::batch_next_, before any task is
+//       submitted). A worker whose task starts such a job (its own CAS
+//       QUEUED -> RUNNING, inv 1) also starts the linked jobs after it, each
+//       by the same CAS, up to the host's batch_limit for the handler (its
+//       measured job time against a budget), and hands them to the host as one
+//       batch (one runner, one write). A linked job's own task, when it
+//       runs later, loses that CAS and ends at once (as for a job cancelled
+//       while queued); its on_cancel finds the job RUNNING and leaves it to
+//       the batch. So each job is started by exactly one worker, and every
+//       job a task does not start is started by the batch that took it or
+//       ended by its own task: none is left. Each task still gives back its
+//       own in-flight slot when it ends (E1): a batch's worker is inside its
+//       own task until the batch ends, so drain (in_flight_ == 0) never
+//       passes a batch still running. A job ends through the same code
+//       whether it ran alone or in a batch (JobTask::complete); its wait
+//       time ends when the batch took it, so its run time includes its turn
+//       in the runner's queue.
 #include "tpool/engine/engine.h"
 
 #include <spdlog/spdlog.h>
@@ -60,18 +78,89 @@ struct JobTask {
     std::shared_ptr<Job> self = std::move(job.self_);
     Engine& e = job.engine_;
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
-      job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
-                            std::memory_order_relaxed);
-      job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
-      if (job.durable_) e.journal_started(job);              // (D3)
-      e.enter_running(self);                                 // (E4)
-      const bool again = execute(job);
-      e.leave_running(job);
-      // (E6) Handed to the scheduler only after leaving the running set, so
-      // the next attempt (on any worker) never shares it with this one.
-      if (again) e.schedule_retry(self);
-    }  // else: cancelled while queued, already final (inv 1)
+      std::shared_ptr<Job> next = job.batch_next_.lock();
+      const std::size_t limit = next ? e.host_.batch_limit(job.handler_) : 1;
+      if (limit > 1) {
+        run_batch(std::move(self), std::move(next), limit);
+      } else {
+        start(job, self);
+        end_attempt(self, execute(job));
+      }
+    }  // else: cancelled while queued, already final, or started by a batch (inv 1, E7)
     release(e);
+  }
+
+  // The job is RUNNING (this worker's CAS): its attempt starts.
+  static void start(Job& job, const std::shared_ptr<Job>& self) {
+    Engine& e = job.engine_;
+    job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                          std::memory_order_relaxed);
+    job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
+    if (job.durable_) e.journal_started(job);              // (D3)
+    e.enter_running(self);                                 // (E4)
+  }
+
+  static void end_attempt(const std::shared_ptr<Job>& self, bool again) {
+    Engine& e = self->engine_;
+    e.leave_running(*self);
+    // (E6) Handed to the scheduler only after leaving the running set, so
+    // the next attempt (on any worker) never shares it with this one.
+    if (again) {
+      e.schedule_retry(self);
+    } else {
+      self->handler_ = {};  // the job has ended (complete): its generation may go
+    }
+  }
+
+  // (E7) first is RUNNING (this worker's CAS); next is linked to it. Starts
+  // the linked jobs this worker wins, up to the host's batch_limit, and runs
+  // them all in one host call.
+  static void run_batch(std::shared_ptr<Job> first, std::shared_ptr<Job> next, std::size_t limit) {
+    std::vector<std::shared_ptr<Job>> jobs;
+    jobs.reserve(limit);
+    jobs.push_back(std::move(first));
+    while (next && jobs.size() < limit && next->transition(JobState::kQueued, JobState::kRunning)) {
+      std::shared_ptr<Job> after = next->batch_next_.lock();
+      jobs.push_back(std::move(next));
+      next = std::move(after);
+    }
+    // Held here: a job that ends in the batch drops its own (end_attempt).
+    const plugin_host::HandlerRef handler = jobs.front()->handler_;
+    std::vector<plugin_host::BatchCall> calls;
+    std::vector<std::size_t> of_call;  // calls[k] is jobs[of_call[k]]
+    calls.reserve(jobs.size());
+    of_call.reserve(jobs.size());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      Job& job = *jobs[i];
+      start(job, jobs[i]);
+      if (job.is_cancelled()) {  // as execute() checks before the handler
+        end_unstarted(job, JobState::kRunning);
+        end_attempt(jobs[i], false);
+        continue;
+      }
+      calls.push_back({job.spec_.payload, &job});
+      of_call.push_back(i);
+    }
+    if (calls.empty()) return;
+    Engine& e = jobs.front()->engine_;
+    std::vector<bool> ended(calls.size(), false);
+    auto done = [&](std::size_t k, InvokeResult&& r) {
+      ended[k] = true;
+      const std::shared_ptr<Job>& job = jobs[of_call[k]];
+      end_attempt(job, complete(*job, std::move(r)));
+    };
+    try {
+      e.host_.invoke_batch(handler, calls, done);
+    } catch (const std::exception& ex) {  // bad_alloc building a result
+      // The calls not yet given a result end now.
+      for (std::size_t k = 0; k < calls.size(); ++k) {
+        if (ended[k]) continue;
+        InvokeResult r;
+        r.code = JobCode::kInternal;
+        r.message = std::string("the daemon failed while running the handler: ") + ex.what();
+        done(k, std::move(r));
+      }
+    }
   }
 
   // The pool's on_cancel: the job's token fired while it was queued (cancel,
@@ -80,14 +169,14 @@ struct JobTask {
     Job& job = *static_cast<Job*>(ctx);
     std::shared_ptr<Job> self = std::move(job.self_);
     Engine& e = job.engine_;
-    end_unstarted(job, JobState::kQueued);
+    if (end_unstarted(job, JobState::kQueued)) job.handler_ = {};  // ended here (handler_)
     release(e);
   }
 
-  static void end_unstarted(Job& job, JobState from) {
+  static bool end_unstarted(Job& job, JobState from) {
     const bool deadline = job.deadline_passed();
-    job.finish(from, deadline ? JobState::kTimedOut : JobState::kCancelled, {},
-               job.unstarted_message(deadline));
+    return job.finish(from, deadline ? JobState::kTimedOut : JobState::kCancelled, {},
+                      job.unstarted_message(deadline));
   }
 
   // Runs one attempt; true when the job was rescheduled for another (E6).
@@ -104,6 +193,12 @@ struct JobTask {
       r.code = JobCode::kInternal;
       r.message = std::string("the daemon failed while running the handler: ") + ex.what();
     }
+    return complete(job, std::move(r));
+  }
+
+  // The end of one attempt whose handler returned r, alone or in a batch:
+  // true when the job was rescheduled for another (E6).
+  static bool complete(Job& job, InvokeResult r) {
     const std::uint32_t attempt = job.attempts();
     const bool may_retry = job.spec_.max_attempts > 1;
     if (!r.ok() && may_retry && r.message.empty()) r.message = failure_sentence(job, r);

@@ -126,7 +126,10 @@ void Job::cancel() {
   // Past its deadline it ends TIMED_OUT, as on_cancel would end it (E5).
   const bool deadline = deadline_passed();
   const JobState to = deadline ? JobState::kTimedOut : JobState::kCancelled;
-  if (finish(JobState::kQueued, to, {}, unstarted_message(deadline))) return;
+  if (finish(JobState::kQueued, to, {}, unstarted_message(deadline))) {
+    handler_ = {};  // ended here, never started: no one else uses it (handler_)
+    return;
+  }
   // Waiting in the scheduler: it ends now; the scheduler drops it when its
   // time comes (scheduler.h, K3).
   end_scheduled(to, scheduled_message(deadline));

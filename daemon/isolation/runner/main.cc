@@ -7,8 +7,9 @@
 //                [--max-output-bytes N] [--allow-syscall NAME]...
 //
 // Threads: the main thread reads the channel (jobs, cancels, child results)
-// and watches the job's CPU clock; one handler thread calls the plugin, one
-// job at a time (W1). The plugin's host table is this file's: output and the
+// and watches the running job's CPU clock; one handler thread calls the
+// plugin, one job at a time, taking the jobs of the daemon's call in the
+// order they came (W1). The plugin's host table is this file's: output and the
 // message stay here until the result; is_cancelled and remaining_ns are
 // answered here from the kCancel flag and the deadline the job came with;
 // log and progress become frames (W4); run_children asks the daemon and waits.
@@ -95,6 +96,26 @@ void send_frame(wire::Type type, std::uint64_t job, Fill fill, bool may_wait = f
   last_write_ns = now;
 }
 
+// On a path to the process's end (a fatal signal, std::bad_alloc, the CPU
+// limit): what is pending goes first, so the results of the jobs that ended
+// before the fault reach the daemon (W1, W5). try_lock, not lock: the thread
+// may have faulted while holding write_mu, or another may hold it; then the
+// pending frames are lost and the daemon ends the front job for the fault.
+// (pthread_mutex_trylock is not on POSIX's async-signal-safe list; glibc's
+// is one compare-and-swap on a normal mutex, with no lock taken on failure.)
+void flush_pending_before_death() {
+  if (!write_mu.try_lock()) return;
+  const char* p = pending.data();
+  std::size_t n = pending.size();
+  while (n > 0) {
+    ssize_t w = ::send(kChannelFd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  // write_mu stays held: nothing else is written before the fault frame.
+}
+
 // The main thread's tick: what waited for company goes now.
 void flush_pending() {
   std::lock_guard<std::mutex> lock(write_mu);
@@ -134,11 +155,17 @@ namespace {
 struct State {
   std::mutex mu;
   std::condition_variable cv;
-  tpool_job* job = nullptr;  // the job the handler thread runs; set by main, cleared by it
-  bool job_started = false;
+  // The jobs of the daemon's call, in the order they came (W1): the handler
+  // thread runs the front one (current) and pops the next when it is done.
+  std::deque<tpool_job*> queue;
+  tpool_job* current = nullptr;  // set and cleared by the handler thread
+  // The handler thread's CPU clock when it started `current` (ns), for the
+  // main thread's cpu_ms_per_job check.
+  std::int64_t current_cpu_start = 0;
   // Child results for the handler thread, delivered by the main thread.
   std::vector<ChildResult> child_results;
   bool child_ready = false;
+  bool idle() const { return current == nullptr && queue.empty(); }
 };
 State state;
 
@@ -282,6 +309,7 @@ std::uint64_t vm_bytes() {
 }
 
 void on_fatal_signal(int sig, siginfo_t* info, void*) {
+  flush_pending_before_death();
   if (sig == SIGSYS) {
     write_fault(wire::Fault::kDeniedSyscall, static_cast<std::uint64_t>(info->si_syscall));
   } else {
@@ -315,6 +343,7 @@ void alt_stack() {
 }
 
 [[noreturn]] void out_of_memory() {
+  flush_pending_before_death();
   write_fault(wire::Fault::kOutOfMemory, 0);
   ::_exit(3);
 }
@@ -336,6 +365,7 @@ const tpool_handler* find_handler(const std::string& name) {
 void run_job(tpool_job& job) {
   std::int32_t status = TPOOL_STATUS_OK;
   const tpool_handler* h = find_handler(job.handler);
+  const std::int64_t started_ns = mono_ns();
   if (h == nullptr) {
     status = TPOOL_STATUS_UNKNOWN_HANDLER;
     job.message = "the runner's copy of the plugin has no handler '" + job.handler + "'";
@@ -356,25 +386,40 @@ void run_job(tpool_job& job) {
           "exceptions and return a status)";
     }
   }
-  // Free before the result goes out (W1): the daemon may send the next job
-  // as soon as it has read this result.
+  const std::int64_t run_ns = mono_ns() - started_ns;
+  // Out of `current` before the result is written. With more jobs queued the
+  // result may wait for company (W4): it leaves with the batch's last result
+  // (which does not wait), on the main thread's 20 ms tick, at kFlushBytes,
+  // when a kCancel comes, or before the process dies of a fault in a later
+  // job (flush_pending_before_death), so that fault cannot take it along.
+  bool more = false;
   {
     std::lock_guard<std::mutex> lock(state.mu);
-    state.job = nullptr;
-    state.job_started = false;
+    state.current = nullptr;
+    more = !state.queue.empty();
   }
   try {
-    send_frame(wire::Type::kResult, job.id, [&](wire::FrameWriter& w) {
-      w.i32(status)
-          .u32(job.overflow ? 1 : 0)
-          .u64(job.attempted)
-          .u32(h == nullptr ? 1 : 0)
-          .bytes(job.message)
-          .bytes(job.output);
-    });
+    send_frame(
+        wire::Type::kResult, job.id,
+        [&](wire::FrameWriter& w) {
+          w.i32(status)
+              .u32(job.overflow ? 1 : 0)
+              .u64(job.attempted)
+              .u32(h == nullptr ? 1 : 0)
+              .bytes(job.message)
+              .bytes(job.output)
+              .i64(run_ns);
+        },
+        /*may_wait=*/more);
   } catch (const std::bad_alloc&) {
     out_of_memory();
   }
+}
+
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 void handler_thread() {
@@ -383,12 +428,14 @@ void handler_thread() {
     tpool_job* job = nullptr;
     {
       std::unique_lock<std::mutex> lock(state.mu);
-      state.cv.wait(lock, [] { return state.job != nullptr && !state.job_started; });
-      state.job_started = true;
-      job = state.job;
+      state.cv.wait(lock, [] { return !state.queue.empty(); });
+      job = state.queue.front();
+      state.queue.pop_front();
+      state.current = job;
+      state.current_cpu_start = thread_cpu_ns();
     }
     current_job.store(job->id, std::memory_order_relaxed);
-    run_job(*job);  // frees the slot (state.job) before it sends the result
+    run_job(*job);  // leaves `current` before it sends the result
     current_job.store(0, std::memory_order_relaxed);
     delete job;
   }
@@ -537,14 +584,15 @@ int main(int argc, char** argv) {
   send_frame(wire::Type::kReady, 0, [&](wire::FrameWriter& w) { w.bytes(notes); });
 
   // Serve: frames from the daemon; the CPU clock of the handler thread.
-  std::int64_t job_cpu_start = 0;
   for (;;) {
     bool busy = false;
+    std::int64_t job_cpu_start = 0;
     {
       std::lock_guard<std::mutex> lock(state.mu);
-      busy = state.job != nullptr;
+      busy = !state.idle();
+      job_cpu_start = state.current != nullptr ? state.current_cpu_start : -1;
     }
-    const bool watching = busy && args.cpu_ms_per_job != 0;
+    const bool watching = job_cpu_start >= 0 && args.cpu_ms_per_job != 0;
     pollfd p{kChannelFd, POLLIN, 0};
     // 20 ms while a job runs: the CPU limit's resolution and the longest a
     // log line waits (W4); picked by hand (the daemon's deadline thread uses
@@ -556,7 +604,13 @@ int main(int argc, char** argv) {
       timespec ts{};
       ::clock_gettime(cpu_clock, &ts);
       std::int64_t used = static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-      if (static_cast<std::uint64_t>((used - job_cpu_start) / 1000000) > args.cpu_ms_per_job) {
+      // The job read may be older than the handler thread's current one (it
+      // moved on meanwhile): then the figure is at most a job's worth high
+      // for one tick, and the next tick reads the new start.
+      std::lock_guard<std::mutex> lock(state.mu);
+      if (state.current != nullptr && state.current_cpu_start == job_cpu_start &&
+          static_cast<std::uint64_t>((used - job_cpu_start) / 1000000) > args.cpu_ms_per_job) {
+        flush_pending_before_death();
         write_fault(wire::Fault::kCpuLimit,
                     static_cast<std::uint64_t>((used - job_cpu_start) / 1000000));
         ::_exit(4);
@@ -576,7 +630,7 @@ int main(int argc, char** argv) {
       bool idle = false;
       {
         std::lock_guard<std::mutex> lock(state.mu);
-        idle = state.job == nullptr;
+        idle = state.idle();
       }
       const bool has_fini = plugin->struct_size >= offsetof(tpool_plugin, fini) + sizeof(void*);
       if (n == 0 && idle && has_fini && plugin->fini != nullptr) plugin->fini(plugin_ctx);
@@ -584,6 +638,7 @@ int main(int argc, char** argv) {
     }
     in.commit(static_cast<std::size_t>(n));
     bool bad = false;
+    std::vector<tpool_job*> jobs;  // the kJob frames of this read, in order
     while (auto fr = in.next(bad)) {
       wire::BodyReader r(fr->body);
       switch (fr->header.type) {
@@ -598,19 +653,23 @@ int main(int argc, char** argv) {
           job->input = std::string(r.bytes());
           job->max_output = args.max_output;
           if (!r.ok()) channel_lost();
-          timespec ts{};
-          ::clock_gettime(cpu_clock, &ts);
-          job_cpu_start = static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-          std::lock_guard<std::mutex> lock(state.mu);
-          if (state.job != nullptr) channel_lost();  // (W1) broken by the daemon: stop
-          state.job = job;
-          state.cv.notify_all();
+          jobs.push_back(job);  // handed over once this read's frames are parsed
           break;
         }
         case wire::Type::kCancel: {
+          // The daemon's hard time limit counts for the job it has no result
+          // of yet (W3): results waiting here go first, so it counts for the
+          // job that is really running.
+          flush_pending();
+          for (tpool_job* j : jobs) {
+            if (j->id == fr->header.job) j->cancelled.store(true, std::memory_order_relaxed);
+          }
           std::lock_guard<std::mutex> lock(state.mu);
-          if (state.job != nullptr && state.job->id == fr->header.job) {
-            state.job->cancelled.store(true, std::memory_order_relaxed);
+          if (state.current != nullptr && state.current->id == fr->header.job) {
+            state.current->cancelled.store(true, std::memory_order_relaxed);
+          }
+          for (tpool_job* j : state.queue) {
+            if (j->id == fr->header.job) j->cancelled.store(true, std::memory_order_relaxed);
           }
           break;
         }
@@ -633,5 +692,10 @@ int main(int argc, char** argv) {
       }
     }
     if (bad) channel_lost();
+    if (!jobs.empty()) {  // one hand-over (and one wake-up) per read
+      std::lock_guard<std::mutex> lock(state.mu);
+      state.queue.insert(state.queue.end(), jobs.begin(), jobs.end());
+      state.cv.notify_all();
+    }
   }
 }

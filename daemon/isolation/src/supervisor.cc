@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -51,6 +52,13 @@ constexpr auto kWatchPeriod = std::chrono::milliseconds(20);
 // "Isolated plugins".
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr auto kSpinUpTo = std::chrono::milliseconds(1);
+// Batches (invoke_batch, the engine's E7): at most kMaxBatch jobs, and
+// about kBatchBudget of a handler's work, as the runners measured its calls:
+// a job waits about that long at most behind its batch-mates in a runner,
+// while runners that could run it in parallel may be idle. Picked by
+// measurement: docs/benchmarks.md, "Isolated plugins".
+constexpr std::size_t kMaxBatch = 64;
+constexpr auto kBatchBudget = std::chrono::microseconds(2000);
 constexpr auto kBackoffFirst = std::chrono::milliseconds(100);  // picked by hand
 constexpr auto kBackoffCap = std::chrono::milliseconds(5000);   // picked by hand
 
@@ -190,18 +198,28 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
 
   InvokeResult invoke(const plugin_host::HandlerInfo& handler, std::string_view input,
                       JobServices& services) override;
+  void invoke_batch(const plugin_host::HandlerInfo& handler,
+                    std::span<const plugin_host::BatchCall> calls,
+                    const plugin_host::BatchDone& done) override;
+
+  std::size_t batch_limit(const plugin_host::HandlerInfo& handler) const override {
+    std::int64_t ns = -1;
+    {
+      MutexLock lock(mu_);
+      auto it = job_ns_.find(handler.name);
+      if (it != job_ns_.end()) ns = it->second;
+    }
+    if (ns < 0) return 1;  // not measured yet: one at a time
+    const auto n = std::chrono::nanoseconds(kBatchBudget).count() / std::max<std::int64_t>(ns, 1);
+    return static_cast<std::size_t>(std::clamp<std::int64_t>(n, 1, kMaxBatch));
+  }
 
   void retire() override {
     std::vector<std::unique_ptr<Runner>> idle;
     {
       MutexLock lock(mu_);
       retired_ = true;
-      for (auto& s : slots_) {
-        if (!s.busy && s.runner) {
-          idle.push_back(std::move(s.runner));
-          s.restart_at = Clock::time_point{};  // started again only if a late job needs it
-        }
-      }
+      idle = take_idle_if_unused();
     }
     for (auto& r : idle) end_runner(std::move(r));
   }
@@ -214,11 +232,55 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
     Clock::time_point restart_at{};
   };
 
+  // A call of invoke_batch without its outcome yet; id: its kJob's on the
+  // runner it was last sent to.
+  struct Pending {
+    std::size_t index = 0;
+    std::uint64_t id = 0;
+    bool cancel_sent = false;
+  };
+
+  // Sends every call of todo to runner r (checked out as `slot`) and serves
+  // them until todo is empty (the runner is checked in) or the runner is gone
+  // (the front call ended with the fault; the rest stay in todo, unsent).
+  void serve(const plugin_host::HandlerInfo& h, std::span<const plugin_host::BatchCall> calls,
+             const plugin_host::BatchDone& done, std::size_t slot, std::unique_ptr<Runner> r,
+             std::deque<Pending>& todo, bool may_spin);
+  // Adds one measurement of a job's time to the handler's average
+  // (batch_limit's basis): the new figure weighs a quarter.
+  void note_job_time(const plugin_host::HandlerInfo& h, std::int64_t ns) {
+    MutexLock lock(mu_);
+    auto it = job_ns_.find(h.name);
+    if (it == job_ns_.end()) {
+      job_ns_.emplace(h.name, ns);
+    } else {
+      it->second += (ns - it->second) / 4;
+    }
+  }
+  // A kResult's body as the job's outcome.
+  // run_ns: the handler call's time in the runner, as it reported.
+  InvokeResult result_of(const plugin_host::HandlerInfo& h, wire::BodyReader& body,
+                         JobServices& services, std::int64_t& run_ns) const;
   Result<std::unique_ptr<Runner>> start_runner(std::string& notes);
   // Checks out a slot with a live runner (S2); nullopt when the job was
   // cancelled while it waited, or the plugin is unhealthy (why set).
   std::optional<std::size_t> checkout(JobServices& services, std::string& why);
   void checkin(std::size_t slot, std::unique_ptr<Runner> runner, bool ok_job);
+  // A replaced generation (retired_) keeps its runners while its late jobs
+  // (accepted before the reload) run or wait for one, so they do not each
+  // start a runner; once none does, its idle runners are taken to be ended
+  // (a later late job, such as a retry, starts one again).
+  std::vector<std::unique_ptr<Runner>> take_idle_if_unused() REQUIRES(mu_) {
+    std::vector<std::unique_ptr<Runner>> idle;
+    const bool used = waiting_ != 0 || std::any_of(slots_.begin(), slots_.end(),
+                                                   [](const Slot& x) { return x.busy; });
+    if (used) return idle;
+    for (auto& x : slots_) {
+      if (x.runner) idle.push_back(std::move(x.runner));
+      x.restart_at = Clock::time_point{};  // started again only if a late job needs it
+    }
+    return idle;
+  }
   // Records a runner's death (not a time-limit kill) towards crash_limit.
   void record_crash(const std::string& what) REQUIRES(mu_);
   std::vector<std::string> runner_argv() const;
@@ -245,6 +307,9 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
   CondVar cv_;
   std::vector<Slot> slots_ GUARDED_BY(mu_);
   std::deque<Clock::time_point> crashes_ GUARDED_BY(mu_);
+  // Per handler: the time one of its handler calls takes in a runner (as the
+  // runner measures it), averaged over its last calls; batch_limit's basis.
+  std::map<std::string, std::int64_t, std::less<>> job_ns_ GUARDED_BY(mu_);
   std::uint32_t consecutive_crashes_ GUARDED_BY(mu_) = 0;
   std::string unhealthy_why_ GUARDED_BY(mu_);
   // Calls in checkout() waiting for a free runner (the channel's queue).
@@ -423,9 +488,11 @@ void Supervisor::checkin(std::size_t slot, std::unique_ptr<Runner> runner, bool 
   s.busy = false;
   s.out = false;
   if (runner && retired_) {
-    s.restart_at = Clock::time_point{};
+    s.runner = std::move(runner);
+    std::vector<std::unique_ptr<Runner>> idle = take_idle_if_unused();
+    cv_.notify_all();
     lock.unlock();
-    end_runner(std::move(runner));
+    for (auto& r : idle) end_runner(std::move(r));
     return;
   }
   if (runner) {
@@ -487,123 +554,212 @@ std::string Supervisor::failure_sentence(const plugin_host::HandlerInfo& h, pid_
          attempt + "; the runner was replaced";
 }
 
+InvokeResult Supervisor::result_of(const plugin_host::HandlerInfo& h, wire::BodyReader& body,
+                                   JobServices& services, std::int64_t& run_ns) const {
+  InvokeResult res;
+  const std::int32_t status = body.i32();
+  const bool overflow = body.u32() != 0;
+  const std::uint64_t attempted = body.u64();
+  (void)body.u32();
+  std::string msg(body.bytes());
+  std::string_view out = body.bytes();
+  run_ns = body.i64();
+  if (overflow) {
+    res.code = JobCode::kOutputTooLarge;
+    res.plugin_status = status;
+    res.message = who(h) + " tried to produce " + std::to_string(attempted) +
+                  " bytes of output, over the limit of " + std::to_string(load_.max_output_bytes) +
+                  " bytes (max_output_bytes): raise the daemon's output limit or make the job "
+                  "return less";
+  } else if (status != TPOOL_STATUS_OK) {
+    res.plugin_status = status;
+    res.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
+                   ? static_cast<JobCode>(status)
+                   : JobCode::kError;
+    if (status == TPOOL_STATUS_INTERNAL && msg.rfind("threw", 0) == 0) {
+      res.threw = true;
+      msg = who(h) + " " + msg;
+    }
+    res.message = !msg.empty() ? std::move(msg)
+                               : who(h) + " failed with status " + std::to_string(status) +
+                                     " and gave no message";
+  } else if (services.is_cancelled()) {
+    res.ignored_cancellation = services.claim_ignored_cancellation();
+    const bool deadline = services.deadline_passed();
+    res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
+    res.message = "the job was " + std::string(deadline ? "past its deadline" : "cancelled") +
+                  " when " + who(h) + " returned; its output is discarded";
+  } else {
+    res.output = std::string(out);
+    res.message = std::move(msg);
+  }
+  return res;
+}
+
 InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_view input,
                                 JobServices& services) {
-  InvokeResult res;
-  std::string why;
-  auto slot = checkout(services, why);
-  if (!slot) {
-    if (why.empty()) {  // cancelled or past its deadline while no runner was free
-      const bool deadline = services.deadline_passed();
+  InvokeResult out;
+  const plugin_host::BatchCall call{input, &services};
+  invoke_batch(h, std::span<const plugin_host::BatchCall>(&call, 1),
+               [&out](std::size_t, InvokeResult&& r) { out = std::move(r); });
+  return out;
+}
+
+void Supervisor::invoke_batch(const plugin_host::HandlerInfo& h,
+                              std::span<const plugin_host::BatchCall> calls,
+                              const plugin_host::BatchDone& done) {
+  // The calls without an outcome, in the order they go to a runner (W1).
+  std::deque<Pending> todo;
+  for (std::size_t i = 0; i < calls.size(); ++i) todo.push_back(Pending{i});
+  while (!todo.empty()) {
+    JobServices& first = *calls[todo.front().index].services;
+    std::string why;
+    auto slot = checkout(first, why);
+    if (!slot) {
+      if (!why.empty()) {  // unhealthy: retrying cannot help until a reload
+        for (const Pending& p : todo) {
+          InvokeResult res;
+          res.code = JobCode::kPermanent;
+          res.message = why;
+          done(p.index, std::move(res));
+        }
+        return;
+      }
+      // The first call was cancelled or past its deadline while no runner
+      // was free; the others wait on.
+      InvokeResult res;
+      const bool deadline = first.deadline_passed();
       res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
       res.message = "the job was " + std::string(deadline ? "past its deadline" : "cancelled") +
                     " before a runner of plugin '" + load_.plugin_name + "' was free";
-    } else {
-      res.code = JobCode::kPermanent;  // retrying cannot help until a reload
-      res.message = std::move(why);
+      const std::size_t index = todo.front().index;
+      todo.pop_front();
+      done(index, std::move(res));
+      continue;
     }
-    return res;
-  }
-  std::unique_ptr<Runner> r;
-  bool alone = false;  // no other call of this plugin in flight: spin (kSpinFor)
-  {
-    MutexLock lock(mu_);
-    r = std::move(slots_[*slot].runner);  // (S2) ours until checkin
-    slots_[*slot].out = r != nullptr;
-    alone = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.busy; }) == 1;
-  }
-  // An idle runner writes nothing (W1): readable means it is gone (killed
-  // from outside, or its plugin's own thread crashed it). Replace it before
-  // the job is sent, so the job is not blamed for it.
-  while (r) {
-    pollfd idle{r->fd, POLLIN, 0};
-    if (::poll(&idle, 1, 0) == 0) break;
-    const pid_t pid = r->pid;
-    const std::string how =
-        detail::describe_wait_status(detail::reap_within(pid, std::chrono::milliseconds(1000)));
-    r.reset();
-    restarts_[static_cast<int>(Cause::kCrash)].fetch_add(1, std::memory_order_relaxed);
-    load_.log(
-        LogLevel::kWarn, load_.plugin_name,
-        "runner " + std::to_string(pid) + " ended while idle (" + how + "); starting another");
-    std::string notes;
-    auto fresh = start_runner(notes);
-    if (fresh.ok()) {
-      r = std::move(fresh).value();
-      break;
-    }
+    std::unique_ptr<Runner> r;
+    bool alone = false;  // no other call of this plugin in flight: spin (kSpinFor)
     {
       MutexLock lock(mu_);
-      record_crash("runner " + std::to_string(pid) + " ended while idle (" + how +
-                   ") and could not be restarted: " + fresh.status().message());
+      r = std::move(slots_[*slot].runner);  // (S2) ours until checkin
+      slots_[*slot].out = r != nullptr;
+      alone =
+          std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.busy; }) == 1;
     }
-    checkin(*slot, nullptr, false);
-    slot = checkout(services, why);
-    if (!slot) {
-      res.code = why.empty() ? JobCode::kCancelled : JobCode::kPermanent;
-      res.message = why.empty() ? "the job was cancelled before a runner of plugin '" +
-                                      load_.plugin_name + "' was free"
-                                : why;
-      return res;
+    // An idle runner writes nothing (W1): readable means it is gone (killed
+    // from outside, or its plugin's own thread crashed it). Replace it before
+    // the jobs are sent, so no job is blamed for it.
+    if (r) {
+      pollfd idle{r->fd, POLLIN, 0};
+      if (::poll(&idle, 1, 0) != 0) {
+        const pid_t pid = r->pid;
+        const std::string how =
+            detail::describe_wait_status(detail::reap_within(pid, std::chrono::milliseconds(1000)));
+        r.reset();
+        restarts_[static_cast<int>(Cause::kCrash)].fetch_add(1, std::memory_order_relaxed);
+        load_.log(
+            LogLevel::kWarn, load_.plugin_name,
+            "runner " + std::to_string(pid) + " ended while idle (" + how + "); starting another");
+        std::string notes;
+        auto fresh = start_runner(notes);
+        if (!fresh.ok()) {
+          {
+            MutexLock lock(mu_);
+            record_crash("runner " + std::to_string(pid) + " ended while idle (" + how +
+                         ") and could not be restarted: " + fresh.status().message());
+          }
+          checkin(*slot, nullptr, false);
+          continue;  // another runner, or the backoff
+        }
+        r = std::move(fresh).value();
+      }
     }
-    MutexLock lock(mu_);
-    r = std::move(slots_[*slot].runner);
-    slots_[*slot].out = r != nullptr;
+    serve(h, calls, done, *slot, std::move(r), todo, alone && calls.size() == 1);
   }
-  const std::uint64_t id = next_job_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Supervisor::serve(const plugin_host::HandlerInfo& h,
+                       std::span<const plugin_host::BatchCall> calls,
+                       const plugin_host::BatchDone& done, std::size_t slot,
+                       std::unique_ptr<Runner> r, std::deque<Pending>& todo, bool may_spin) {
+  // Every call still to do goes to this runner in one write, each with a
+  // fresh id: the runner queues them and runs them in this order (W1).
   {
-    std::string frame;
-    wire::FrameWriter w(frame, wire::Type::kJob, id);
-    auto left = services.remaining();
-    std::int64_t remaining = -1;
-    if (left) remaining = std::max<std::int64_t>(0, left->count());
-    w.bytes(h.name)
-        .u32(services.attempt())
-        .i64(remaining)
-        .u32(services.is_cancelled() ? 1 : 0)
-        .bytes(input);
-    w.finish();
-    (void)send_all(r->fd, frame);  // a failure shows as EOF below
+    std::string frames;
+    for (Pending& p : todo) {
+      p.id = next_job_.fetch_add(1, std::memory_order_relaxed);
+      p.cancel_sent = false;
+      JobServices& services = *calls[p.index].services;
+      wire::FrameWriter w(frames, wire::Type::kJob, p.id);
+      auto left = services.remaining();
+      std::int64_t remaining = -1;
+      if (left) remaining = std::max<std::int64_t>(0, left->count());
+      p.cancel_sent = services.is_cancelled();  // goes with its flag set
+      w.bytes(h.name)
+          .u32(services.attempt())
+          .i64(remaining)
+          .u32(p.cancel_sent ? 1 : 0)
+          .bytes(calls[p.index].input);
+      w.finish();
+    }
+    (void)send_all(r->fd, frames);  // a failure shows as EOF below
   }
+  // The handler calls' time in the runner, for batch_limit.
+  std::int64_t run_ns_sum = 0;
+  std::int64_t results = 0;
+  auto services_of = [&](std::uint64_t id) -> JobServices* {
+    for (const Pending& p : todo) {
+      if (p.id == id) return calls[p.index].services;
+    }
+    return nullptr;
+  };
   const auto sent_at = Clock::now();
   // kSpinFor: when to expect the result, if this call spins at all.
   const std::chrono::nanoseconds expect(round_trip_ns_.load(std::memory_order_relaxed));
-  bool may_spin = alone && expect <= kSpinUpTo;  // once, on the first wait
+  may_spin = may_spin && expect <= kSpinUpTo;  // once, on the first wait
   FaultInfo fault;
-  // A job cancelled before it was sent went with its flag set (kJob).
-  bool cancel_sent = false;
-  std::optional<Clock::time_point> cancelled_at;
-  bool killed = false;
+  // The front call (the one the runner runs) was seen told to stop at this
+  // time; its cancel_grace counts from then (W3).
+  std::optional<Clock::time_point> front_stop_seen;
+  bool eof = false;
   for (;;) {
     bool bad = false;
     std::optional<wire::FrameBuffer::Frame> f;
-    while (!killed && (f = r->in.next(bad))) {
+    while ((f = r->in.next(bad))) {
       wire::BodyReader body(f->body);
       switch (f->header.type) {
         case wire::Type::kLog: {
           auto level = static_cast<LogLevel>(std::clamp(body.i32(), 0, 3));
           std::string_view msg = body.bytes();
-          if (f->header.job == 0) {
-            load_.log(level, load_.plugin_name, msg);
+          JobServices* s = f->header.job == 0 ? nullptr : services_of(f->header.job);
+          if (s != nullptr) {
+            s->log(level, msg);
           } else {
-            services.log(level, msg);
+            load_.log(level, load_.plugin_name, msg);
           }
           break;
         }
         case wire::Type::kProgress: {
           double frac = body.f64();
-          services.progress(std::clamp(frac, 0.0, 1.0), body.bytes());
+          if (JobServices* s = services_of(f->header.job)) {
+            s->progress(std::clamp(frac, 0.0, 1.0), body.bytes());
+          }
           break;
         }
         case wire::Type::kChildren: {
+          JobServices* s = services_of(f->header.job);
+          if (s == nullptr) {
+            bad = true;
+            break;
+          }
           std::string child(body.bytes());
           const std::uint64_t n = body.u64();
           std::vector<std::string> owned;
           for (std::uint64_t i = 0; i < n && body.ok(); ++i) owned.emplace_back(body.bytes());
           std::vector<std::string_view> inputs(owned.begin(), owned.end());
-          std::vector<InvokeResult> got = services.run_children(child, inputs);
+          std::vector<InvokeResult> got = s->run_children(child, inputs);
           std::string reply;
-          wire::FrameWriter w(reply, wire::Type::kChildrenResult, id);
+          wire::FrameWriter w(reply, wire::Type::kChildrenResult, f->header.job);
           w.u64(got.size());
           for (const auto& c : got) {
             w.i32(c.plugin_status != 0 ? c.plugin_status : static_cast<std::int32_t>(c.code))
@@ -623,47 +779,30 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
           std::memcpy(&fault.value, f->body.data() + 1, 8);
           break;
         case wire::Type::kResult: {
-          const std::int32_t status = body.i32();
-          const bool overflow = body.u32() != 0;
-          const std::uint64_t attempted = body.u64();
-          (void)body.u32();
-          std::string msg(body.bytes());
-          std::string out(body.bytes());
-          checkin(*slot, std::move(r), true);
-          round_trip_ns_.store(std::chrono::nanoseconds(Clock::now() - sent_at).count(),
-                               std::memory_order_relaxed);
-          if (overflow) {
-            res.code = JobCode::kOutputTooLarge;
-            res.plugin_status = status;
-            res.message = who(h) + " tried to produce " + std::to_string(attempted) +
-                          " bytes of output, over the limit of " +
-                          std::to_string(load_.max_output_bytes) +
-                          " bytes (max_output_bytes): raise the daemon's output limit or make "
-                          "the job return less";
-          } else if (status != TPOOL_STATUS_OK) {
-            res.plugin_status = status;
-            res.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
-                           ? static_cast<JobCode>(status)
-                           : JobCode::kError;
-            if (status == TPOOL_STATUS_INTERNAL && msg.rfind("threw", 0) == 0) {
-              res.threw = true;
-              msg = who(h) + " " + msg;
-            }
-            res.message = !msg.empty() ? std::move(msg)
-                                       : who(h) + " failed with status " + std::to_string(status) +
-                                             " and gave no message";
-          } else if (services.is_cancelled()) {
-            res.ignored_cancellation = services.claim_ignored_cancellation();
-            const bool deadline = services.deadline_passed();
-            res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
-            res.message = "the job was " +
-                          std::string(deadline ? "past its deadline" : "cancelled") + " when " +
-                          who(h) + " returned; its output is discarded";
-          } else {
-            res.output = std::move(out);
-            res.message = std::move(msg);
+          // Results come in the order the jobs went (W1): this is the front's.
+          if (todo.empty() || f->header.job != todo.front().id) {
+            bad = true;
+            break;
           }
-          return res;
+          const std::size_t index = todo.front().index;
+          std::int64_t run_ns = 0;
+          InvokeResult res = result_of(h, body, *calls[index].services, run_ns);
+          run_ns_sum += std::max<std::int64_t>(0, run_ns);
+          ++results;
+          todo.pop_front();
+          front_stop_seen.reset();
+          if (todo.empty()) {
+            checkin(slot, std::move(r), true);
+            if (calls.size() == 1) {
+              round_trip_ns_.store(std::chrono::nanoseconds(Clock::now() - sent_at).count(),
+                                   std::memory_order_relaxed);
+            }
+            note_job_time(h, run_ns_sum / results);
+            done(index, std::move(res));
+            return;
+          }
+          done(index, std::move(res));
+          break;
         }
         default:
           bad = true;
@@ -672,13 +811,19 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
       if (bad) break;
     }
     // The runner is gone (EOF, a malformed frame, or killed at the time
-    // limit): reap it, word the job's end, free the slot for a restart (W2).
+    // limit): reap it, word the front job's end, free the slot for a restart
+    // (W2). The calls behind the front never started: they stay in todo for
+    // the next runner.
     auto runner_gone = [&](bool time_limit) {
+      const std::size_t index = todo.front().index;
+      JobServices& services = *calls[index].services;
+      todo.pop_front();
       const pid_t pid = r->pid;
       int status = time_limit || bad ? detail::kill_and_reap(pid)
                                      : detail::reap_within(pid, std::chrono::milliseconds(1000));
       r.reset();
       jobs_lost_.fetch_add(1, std::memory_order_relaxed);
+      InvokeResult res;
       if (time_limit) {
         const bool deadline = services.deadline_passed();
         res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
@@ -688,39 +833,42 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
                       std::to_string(pid) + " was killed and replaced";
         restarts_[static_cast<int>(Cause::kTimeLimit)].fetch_add(1, std::memory_order_relaxed);
         load_.log(LogLevel::kWarn, load_.plugin_name, res.message);
-        checkin(*slot, nullptr, false);
-        return;
-      }
-      Cause cause = Cause::kCrash;
-      res.message = bad ? who(h) + ": runner " + std::to_string(pid) +
-                              " broke the channel's protocol and was replaced"
-                        : failure_sentence(h, pid, status, fault, services, res.code, cause);
-      restarts_[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
-      load_.log(LogLevel::kError, load_.plugin_name, res.message);
-      {
+      } else {
+        Cause cause = Cause::kCrash;
+        res.message = bad ? who(h) + ": runner " + std::to_string(pid) +
+                                " broke the channel's protocol and was replaced"
+                          : failure_sentence(h, pid, status, fault, services, res.code, cause);
+        restarts_[static_cast<int>(cause)].fetch_add(1, std::memory_order_relaxed);
+        load_.log(LogLevel::kError, load_.plugin_name, res.message);
         MutexLock lock(mu_);
         record_crash(res.message);
       }
-      checkin(*slot, nullptr, false);
+      checkin(slot, nullptr, false);
+      done(index, std::move(res));
     };
-    if (bad) {
+    if (bad || eof) {
       runner_gone(false);
-      return res;
+      return;
     }
-    // Hard time limit (W3): cancelled or past the deadline, told, and still
-    // running cancel_grace later.
-    if (services.is_cancelled()) {
-      const auto now = Clock::now();
-      if (!cancel_sent) {
+    // Cancellation: every call told once (kCancel); the front one, still
+    // running cancel_grace after it was seen told, is the hard time limit
+    // (W3).
+    const auto now = Clock::now();
+    for (Pending& p : todo) {
+      if (!p.cancel_sent && calls[p.index].services->is_cancelled()) {
         std::string c;
-        wire::FrameWriter w(c, wire::Type::kCancel, id);
+        wire::FrameWriter w(c, wire::Type::kCancel, p.id);
         w.finish();
         (void)send_all(r->fd, c);
-        cancel_sent = true;
-        cancelled_at = now;
-      } else if (now - *cancelled_at >= options_.cancel_grace) {
+        p.cancel_sent = true;
+      }
+    }
+    if (todo.front().cancel_sent) {
+      if (!front_stop_seen) {
+        front_stop_seen = now;
+      } else if (now - *front_stop_seen >= options_.cancel_grace) {
         runner_gone(true);
-        return res;
+        return;
       }
     }
     pollfd p{r->fd, POLLIN, 0};
@@ -739,18 +887,9 @@ InvokeResult Supervisor::invoke(const plugin_host::HandlerInfo& h, std::string_v
       if (rc == 0) rc = spin_until_readable(r->fd, spin_from + kSpinFor) ? 1 : 0;
     }
     if (rc == 0) rc = ::poll(&p, 1, static_cast<int>(kWatchPeriod.count()));
-    if (rc > 0 && !fill(*r)) {
-      // EOF: take the frames already buffered (a kFault) before the end.
-      while ((f = r->in.next(bad))) {
-        if (f->header.type == wire::Type::kFault && f->body.size() >= 9) {
-          fault.kind = static_cast<wire::Fault>(static_cast<std::uint8_t>(f->body[0]));
-          std::memcpy(&fault.value, f->body.data() + 1, 8);
-        }
-      }
-      bad = false;
-      runner_gone(false);
-      return res;
-    }
+    // EOF: the frames already buffered (a result, a kFault) are taken on the
+    // next turn, before the end.
+    if (rc > 0 && !fill(*r)) eof = true;
   }
 }
 

@@ -184,6 +184,10 @@ const HandlerInfo& HandlerRef::info() const noexcept {
   return handler_->info;
 }
 
+bool HandlerRef::isolated() const noexcept {
+  return handler_->isolated != nullptr;
+}
+
 struct Host::Impl {
   std::shared_ptr<Shared> shared;
   Mutex reload_mu ACQUIRED_BEFORE(mu);  // (inv 4)
@@ -562,6 +566,46 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
   }
   Shared::bump(s.handler_failures);
   return r;
+}
+
+std::size_t Host::batch_limit(const HandlerRef& ref) const {
+  if (!ref || !ref.handler_->isolated) return 1;
+  return std::max<std::size_t>(1, ref.handler_->isolated->batch_limit(ref.handler_->info));
+}
+
+void Host::invoke_batch(const HandlerRef& ref, std::span<const BatchCall> calls,
+                        const BatchDone& done) const {
+  if (!ref || !ref.handler_->isolated || calls.size() == 1) {
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      done(i, invoke(ref, calls[i].input, *calls[i].services));
+    }
+    return;
+  }
+  Shared& s = *impl_->shared;
+  const Handler& h = *ref.handler_;
+  // The checks invoke() makes before a call leaves this thread; the calls
+  // that pass go to the runner together, under their index here.
+  std::vector<BatchCall> sent;
+  std::vector<std::size_t> index;
+  sent.reserve(calls.size());
+  index.reserve(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (h.info.max_input_bytes != 0 && calls[i].input.size() > h.info.max_input_bytes) {
+      done(i, invoke(ref, calls[i].input, *calls[i].services));  // its refusal, counted there
+      continue;
+    }
+    Shared::bump(s.invocations);
+    sent.push_back(calls[i]);
+    index.push_back(i);
+  }
+  if (sent.empty()) return;
+  h.isolated->invoke_batch(h.info, sent, [&](std::size_t k, InvokeResult&& r) {
+    if (r.code == JobCode::kOutputTooLarge) Shared::bump(s.output_too_large);
+    if (r.threw) Shared::bump(s.handler_exceptions);
+    if (r.ignored_cancellation) Shared::bump(s.ignored_cancellation);
+    if (!r.ok()) Shared::bump(s.handler_failures);
+    done(index[k], std::move(r));
+  });
 }
 
 }  // namespace tpool::plugin_host

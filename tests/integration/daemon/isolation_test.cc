@@ -250,6 +250,130 @@ INSTANTIATE_TEST_SUITE_P(
         Fault{"iso_spin", JOB_STATE_TIMED_OUT, "deadline|timed out|timeout"}),
     [](const ::testing::TestParamInfo<Fault>& i) { return std::string(i.param.handler); });
 
+// Batches (E7 in daemon/engine/src/engine.cc, W1 in tpool/isolation/wire.h):
+// the jobs of one SubmitBatch for one isolated handler go to a runner
+// together and wait in its queue, one running at a time. A fault in one of
+// them must end that job only: the jobs before it keep their results (the
+// runner sends what it holds before it dies), the jobs behind it never
+// started and run on the next runner. isolation_bad has one runner, so the
+// whole batch meets the fault in one runner.
+struct BatchItem {
+  std::string payload;
+  std::uint64_t timeout_ms = 0;
+};
+
+std::vector<std::uint64_t> submit_batch(DaemonProcess& d, const std::string& handler,
+                                        const std::vector<BatchItem>& items) {
+  tpool::v1::JobBatch batch;
+  for (const auto& i : items) {
+    tpool::v1::JobRequest& r = *batch.add_jobs();
+    r = job(handler, i.payload);
+    r.set_timeout_ms(i.timeout_ms);
+  }
+  grpc::ClientContext ctx;
+  tpool::v1::JobRefs refs;
+  grpc::Status s = d.jobs().SubmitBatch(&ctx, batch, &refs);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  std::vector<std::uint64_t> ids;
+  for (const auto& item : refs.items()) {
+    EXPECT_EQ(item.code(), 0) << item.message();
+    ids.push_back(item.job_id());
+  }
+  return ids;
+}
+
+// One iso_mixed job: after it the supervisor knows the handler's time (a
+// few microseconds), so the next batches are as large as kMaxBatch allows
+// (until then its jobs go one at a time).
+void measure_iso_mixed(DaemonProcess& d) {
+  EXPECT_EQ(execute(d, "iso_mixed", "ok:first").output(), "first");
+}
+
+// kBefore good jobs, the bad one, kAfter good jobs: one batch of iso_mixed.
+constexpr int kBefore = 12;
+constexpr int kAfter = 12;
+
+std::vector<BatchItem> batch_around(const std::string& bad, std::uint64_t bad_timeout_ms = 0) {
+  std::vector<BatchItem> items;
+  for (int i = 0; i < kBefore + 1 + kAfter; ++i) {
+    if (i == kBefore) {
+      items.push_back({bad, bad_timeout_ms});
+    } else {
+      items.push_back({"ok:" + std::to_string(i)});
+    }
+  }
+  return items;
+}
+
+// Every job but the bad one succeeded with its own output.
+void expect_the_others_succeeded(DaemonProcess& d, const std::vector<std::uint64_t>& ids) {
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kBefore + 1 + kAfter));
+  for (int i = 0; i < kBefore + 1 + kAfter; ++i) {
+    if (i == kBefore) continue;
+    tpool::v1::JobResult r = wait_job(d, ids[i]);
+    EXPECT_EQ(r.state(), JOB_STATE_SUCCEEDED) << "job " << i << ": " << r.message();
+    EXPECT_EQ(r.output(), std::to_string(i)) << "job " << i;
+  }
+}
+
+class IsolationBatchCrashTest : public IsolationTest,
+                                public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(IsolationBatchCrashTest, ACrashInABatchEndsOnlyItsJob) {
+  const std::string bad = GetParam();
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const pid_t before = runner_pid(d);
+  PidWatch old_runner(before);
+  ASSERT_TRUE(old_runner.valid());
+  measure_iso_mixed(d);
+  std::vector<std::uint64_t> ids = submit_batch(d, "iso_mixed", batch_around(bad));
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kBefore + 1 + kAfter));
+  tpool::v1::JobResult r = wait_job(d, ids[kBefore]);
+  EXPECT_EQ(r.state(), JOB_STATE_FAILED) << r.message();
+  const std::string sig = bad == "segv" ? "SIGSEGV" : "SIGABRT";
+  EXPECT_TRUE(std::regex_search(
+      r.message(),
+      std::regex("^handler 'iso_mixed' crashed: " + sig + " in runner " + std::to_string(before) +
+                 " \\(plugin 'isolation_bad' 1\\.0\\.0\\) on "
+                 "attempt 1; the runner was replaced$")))
+      << r.message() << "\n"
+      << d.log();
+  expect_the_others_succeeded(d, ids);
+  EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
+  EXPECT_NE(runner_pid(d), before);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Batch, IsolationBatchCrashTest, ::testing::Values("segv", "abort"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+// The hard time limit in a batch: the spinner past its deadline has its
+// runner killed cancel_grace_ms later; the jobs queued behind it in that
+// runner had not started, and run on the next one.
+TEST_F(IsolationTest, ASpinnerInABatchIsKilledAtItsTimeLimitAndTheJobsBehindItRunElsewhere) {
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  const pid_t before = runner_pid(d);
+  PidWatch old_runner(before);
+  measure_iso_mixed(d);
+  std::vector<std::uint64_t> ids = submit_batch(d, "iso_mixed", batch_around("spin", 200));
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kBefore + 1 + kAfter));
+  EXPECT_EQ(wait_job(d, ids[kBefore]).state(), JOB_STATE_TIMED_OUT);
+  expect_the_others_succeeded(d, ids);
+  EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
+  EXPECT_TRUE(eventually([&] {
+    return d.log().find(
+               "did not return within cancel_grace_ms (300 ms) after its job was past "
+               "its deadline: runner " +
+               std::to_string(before) + " was killed and replaced") != std::string::npos;
+  })) << d.log();
+  EXPECT_NE(runner_pid(d), before);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 TEST_F(IsolationTest, TheSpinnerPastItsDeadlinePlusCancelGraceHasItsRunnerKilled) {
   DaemonProcess d(process_config(), bad_args());
   ASSERT_TRUE(d.started()) << d.log();
@@ -498,6 +622,29 @@ TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
   EXPECT_EQ(metric("tpoold_isolated_channel_queue_depth"), 0.0);
   EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 0.0);
   EXPECT_EQ(metric("tpoold_isolated_runners_alive"), 4.0);
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
+// A batch of slow jobs is not one runner's queue: the supervisor batches a
+// handler's jobs only up to about a millisecond of their measured time, so
+// SubmitBatch's sleep jobs (measured at 200 ms) still run on all four
+// runners at once. (With a fixed batch size the four would wait in one
+// runner, one busy.)
+TEST_F(IsolationTest, SlowJobsOfOneBatchRunOnSeveralRunnersAtOnce) {
+  MetricsDaemon md;
+  DaemonProcess& d = md.d;
+  ASSERT_TRUE(md.start()) << d.log();
+  auto metric = [&](const std::string& name) { return md.scrape()[name + "{plugin=\"sleep\"}"]; };
+  // The handler's time, measured by its runner.
+  EXPECT_EQ(execute(d, "sleep", "200").state(), JOB_STATE_SUCCEEDED);
+  std::vector<std::uint64_t> ids =
+      submit_batch(d, "sleep", {{"600000"}, {"600000"}, {"600000"}, {"600000"}});
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_TRUE(eventually([&] { return metric("tpoold_isolated_runners_busy") == 4.0; },
+                         std::chrono::seconds(30)))
+      << d.log();
+  for (auto id : ids) cancel(d, id);
+  for (auto id : ids) EXPECT_EQ(wait_job(d, id).state(), JOB_STATE_CANCELLED);
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 

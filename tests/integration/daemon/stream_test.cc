@@ -142,8 +142,17 @@ TEST(Stream, HundredThousandJobsInBatchesWithASmallPool) {
   // Backpressure: the stream never had more than its window in flight. The
   // engine counts a job until its pool task returns, a moment after its
   // result freed the stream's window slot, so each of the 3 workers (no
-  // overflow workers in this config) may add one.
-  EXPECT_LE(max_in_flight.load(), kWindow + 3) << samples.load() << " Stats samples";
+  // overflow workers in this config) may add one. With the plugins isolated
+  // a worker runs up to 64 jobs of a message as one batch (E7 in
+  // daemon/engine/src/engine.cc, kMaxBatch in daemon/isolation/src/
+  // supervisor.cc): the other 63 jobs' own tasks, which will find them
+  // started and return at once, hold their slots until a worker dequeues
+  // them, after the jobs ended: a worker may hold those of the batch it runs
+  // and of the one before (still in its queue, or stolen by a busy worker),
+  // so each worker may add up to 2 x 63 more. A stream without backpressure
+  // would show tens of thousands here.
+  const std::uint64_t slack = isolated_variant() ? 3 + 3 * 2 * 63 : 3;
+  EXPECT_LE(max_in_flight.load(), kWindow + slack) << samples.load() << " Stats samples";
   EXPECT_GT(max_in_flight.load(), 0u) << samples.load() << " Stats samples";
   // Results are coalesced: fewer messages than jobs.
   EXPECT_LT(messages, kJobs);

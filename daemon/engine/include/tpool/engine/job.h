@@ -205,6 +205,13 @@ class Job final : public plugin_host::JobServices {
   Engine& engine_;
   const std::uint64_t id_;
   JobSpec spec_;
+  // The handler of the job's registry generation. Dropped (reset) once the
+  // job has ended, by the one thread that may still use it: the worker whose
+  // attempt ended it (JobTask::end_attempt), or the thread that ended it
+  // while queued (Job::cancel, the pool's on_cancel). So a generation a reload
+  // replaced (its libraries, its runners: plugin_host::IsolatedPlugin) lives
+  // as long as its unfinished jobs, not as long as their retained results.
+  // Nothing reads it after the job ended (Retry submits anew by name).
   plugin_host::HandlerRef handler_;
   const Lane lane_;
   // Set by the call that owns a group of jobs (a Stream): cancelling the call
@@ -244,6 +251,11 @@ class Job final : public plugin_host::JobServices {
   // the payload itself is released once the handler has run.
   std::size_t payload_hash_ = 0;
   std::shared_ptr<Job> self_;  // the pool task's reference (inv 4)
+  // (E7 in engine.cc) The next job of the same admission run for the same
+  // isolated handler, if any: the worker that starts this job may start that
+  // one too and send both to one runner. Set before submission, read-only
+  // after; weak, so a job that ended and was dropped is simply not there.
+  std::weak_ptr<Job> batch_next_;
   // This handler's counters in the engine (entries are never erased, so the
   // pointer stays valid for the engine's life); set before submission.
   HandlerCounters* counters_ = nullptr;

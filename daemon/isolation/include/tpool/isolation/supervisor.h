@@ -13,20 +13,25 @@
 //     process group and a minimal environment. The factory returns once every
 //     runner has loaded the plugin, run its init and confined itself (kReady),
 //     or with the first runner's init failure.
-//   - A call (Host::invoke on a pool worker) checks out an idle runner, sends
-//     the job and stays in the call until the result, relaying log, progress
-//     and run_children to the job's JobServices on that worker: the channel's
-//     invariants W1-W5 are in tpool/isolation/wire.h.
-//   - Faults end only the job the runner held (W1): a crash, an address-space
+//   - A call (Host::invoke or Host::invoke_batch on a pool worker) checks out
+//     an idle runner, sends its job, or its batch of one handler's jobs in
+//     one write (the engine's E7), and stays in the call until every result,
+//     relaying log, progress and run_children to each job's JobServices on
+//     that worker: the channel's invariants W1-W5 are in
+//     tpool/isolation/wire.h.
+//   - Faults end only the job the runner was running (W1): a crash, an address-space
 //     failure, the CPU limit or a denied system call fails it with a sentence
 //     naming the handler, the cause and the runner's pid; the slot restarts
 //     its runner after a backoff (100 ms doubling to 5 s, reset by a job that
 //     ends normally; picked by hand). crash_limit crashes within crash_window
 //     mark the plugin unhealthy: unavailable() then names it and the engine
 //     refuses its new jobs UNAVAILABLE until a reload builds a new Supervisor.
+//     The jobs of a batch queued behind that one never started: they go to
+//     the next runner (not a new attempt).
 //   - Hard time limit: a job cancelled or past its deadline gets kCancel; if
-//     its handler has not returned cancel_grace later, the runner is killed
-//     (SIGKILL to its process group), reaped and replaced (W3).
+//     it is the one running and has not returned cancel_grace later, the
+//     runner is killed (SIGKILL to its process group), reaped and replaced
+//     (W3); the jobs behind it go to the next runner.
 //   - End: the last HandlerRef of the generation drops the Supervisor: each
 //     (idle) runner's channel is closed, it exits, and is reaped (killed if it
 //     has not exited within a second).

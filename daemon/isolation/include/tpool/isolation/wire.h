@@ -13,34 +13,50 @@
 //   runner -> daemon  kReady     {notes}                   init OK, confined, serving
 //                  or kInitFailed{status, message}         and the runner exits
 //   daemon -> runner  kJob       job {handler, attempt, remaining_ns (-1: none),
-//                                     cancelled, input}
+//                                     cancelled, input}   1..n per call (W1)
 //   runner -> daemon  kLog       job {level, message}      0..n, while the job runs
 //                     kProgress  job {fraction, note}      0..n
 //                     kChildren  job {handler, n, inputs}  0..n; each waits for
 //   daemon -> runner  kChildrenResult job {n x {status, message, output}}
 //                     kCancel    job {}                    at most once per job
-//   runner -> daemon  kResult    job {status, overflow, attempted, message, output}
+//   runner -> daemon  kResult    job {status, overflow, attempted, unknown_handler,
+//                                     message, output, run_ns (the handler call's time)}
 //                  or kFault     job {kind, value}         the runner dies next
 //
 // Ownership of a job (the invariants the supervisor and the runner keep):
-//  (W1) A runner holds at most one job: the daemon sends kJob only to a runner
-//       it has checked out as idle, and checks it in only after reading that
-//       job's kResult. So a runner's death ends exactly the job it held.
+//  (W1) A runner holds the jobs of at most one call: the daemon sends kJob
+//       frames only to a runner it has checked out as idle (one call of
+//       IsolatedPlugin::invoke_batch: one job, or a batch of one handler's
+//       jobs in one write), and checks it in only after reading the last of
+//       their kResults. The runner queues them and runs them one at a time in
+//       the order they came, and its results come back in that order; a
+//       job's result is on the socket before the process can die of a fault
+//       in a later job (written at once, or pending and written first on
+//       every path to the process's end: a fatal signal, std::bad_alloc, the
+//       CPU limit). So the daemon's front job (the first without a result)
+//       is the one running, a runner's death ends exactly that job, and the
+//       jobs behind it never started: they go to the next runner.
 //  (W2) The daemon never forgets a job a runner holds: the pool worker that
-//       sent kJob stays in the call, reading this runner's frames, until it
-//       reads kResult or sees the runner gone (EOF, then waitpid). The job's
-//       outcome is then the result, or a failure naming the runner's fault
-//       (signal, limit, denied system call), never silence.
+//       sent the kJobs stays in the call, reading this runner's frames, until
+//       it has read every kResult or sees the runner gone (EOF, then
+//       waitpid). Each job's outcome is then its result, a failure naming the
+//       runner's fault (signal, limit, denied system call) for the front job,
+//       or a new runner for the ones behind it; never silence.
 //  (W3) The runner never holds a job the daemon forgot: the daemon stops
 //       waiting for a job only by killing the runner that holds it (the hard
-//       time limit: deadline or cancel plus cancel_grace_ms), and reaps it
-//       before it checks the slot in again, so no result can arrive for a job
-//       nobody waits for, and a restarted runner starts empty.
+//       time limit: the front job deadline-expired or cancelled, told by
+//       kCancel, and still without a result cancel_grace_ms later; the runner
+//       writes its pending results when a kCancel comes, so the front is the
+//       job that is really running), and reaps it before it checks the slot
+//       in again, so no result can arrive for a job nobody waits for, and a
+//       restarted runner starts empty.
 //  (W4) Frames of one job are in order on the one stream. kLog and kProgress
-//       need no reply, so the runner batches them: one goes out at once, the
-//       ones that follow within 20 ms wait and leave together with the next
-//       frame that waits (kChildren, kResult), on the runner's 20 ms tick, or
-//       once kFlushBytes are pending; several frames per write.
+//       need no reply, and neither does a kResult with more jobs queued behind
+//       it, so the runner batches them: one goes out at once, the ones that
+//       follow within 20 ms wait and leave together with the next frame that
+//       does not wait (kChildren, the last queued job's kResult), on the
+//       runner's 20 ms tick, when a kCancel comes, or once kFlushBytes are
+//       pending; several frames per write.
 //  (W5) kFault is written from the runner's fault path (a signal handler with
 //       one write(2) of a frame prepared on its stack), so it may be missing
 //       (the write failed or the fault was elsewhere): the daemon then words

@@ -137,6 +137,11 @@ class HandlerRef {
   const HandlerInfo& info() const noexcept;  // requires a non-empty ref
   const std::string& name() const noexcept { return info().name; }
   Lane lane() const noexcept { return info().lane; }
+  // True when the handler's plugin runs in runner processes (process mode):
+  // its jobs are worth batching (Host::invoke_batch). Requires a non-empty ref.
+  bool isolated() const noexcept;
+  // True when both refer to the same handler of the same registry generation.
+  bool same_handler(const HandlerRef& other) const noexcept { return handler_ == other.handler_; }
 
  private:
   friend class Host;
@@ -189,6 +194,15 @@ class Host {
   // result with a message; never throws (except std::bad_alloc building it).
   InvokeResult invoke(const HandlerRef& handler, std::string_view input,
                       JobServices& services) const;
+  // invoke() for several calls of one handler, each result given to done as
+  // its call ends, all before this returns. An isolated handler's calls go
+  // to one runner together (IsolatedPlugin::invoke_batch); an in-process
+  // handler's run one after another on this thread, as invoke() would.
+  void invoke_batch(const HandlerRef& handler, std::span<const BatchCall> calls,
+                    const BatchDone& done) const;
+  // The most calls of this handler worth one invoke_batch now (1 for an
+  // in-process handler: its calls gain nothing from a batch).
+  std::size_t batch_limit(const HandlerRef& handler) const;
 
   struct Impl;
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,9 @@ std::string_view to_string(IsolationMode mode) noexcept;
 // [plugins.isolation] and [plugins.isolation.NAME] (docs/configuration.md).
 struct IsolationSettings {
   IsolationMode mode = IsolationMode::kInProcess;
-  // Runner processes per plugin; each runs one job at a time, so this is the
-  // plugin's concurrency and a crash ends exactly the one job it held.
+  // Runner processes per plugin; each runs one job at a time (a batch's
+  // jobs wait in its queue), so this is the plugin's concurrency, and a crash
+  // ends exactly the one job it was running.
   std::uint32_t runners = 2;
   // RLIMIT_AS of each runner in MiB; 0: no limit.
   std::uint64_t address_space_mb = 1024;
@@ -85,6 +87,16 @@ struct IsolationStats {
   bool healthy = true;
 };
 
+// One call of a batch (IsolatedPlugin::invoke_batch, Host::invoke_batch):
+// the job's input and its services, both valid until its result is given.
+struct BatchCall {
+  std::string_view input;
+  JobServices* services = nullptr;
+};
+// Receives one call's result, by its index in the batch, as that call ends
+// (on the thread that made the batch call, in no promised order).
+using BatchDone = std::function<void(std::size_t index, InvokeResult&& result)>;
+
 // One process-mode plugin of one registry generation. Kept alive by its
 // handlers (as a Library is), so a reload leaves the old runners serving the
 // jobs they hold until the last of those jobs ends.
@@ -95,14 +107,27 @@ class IsolatedPlugin {
   // Host::invoke (input size already checked by the host).
   virtual InvokeResult invoke(const HandlerInfo& handler, std::string_view input,
                               JobServices& services) = 0;
+  // Runs several calls of one handler and gives each its result through
+  // done before it returns: the calls go to one runner together, which runs
+  // them one at a time in this order (W1 in tpool/isolation/wire.h), so a
+  // batch costs one hand-over instead of one round trip per call. A runner
+  // that dies ends only the call it was running; the calls behind it go to
+  // another runner.
+  virtual void invoke_batch(const HandlerInfo& handler, std::span<const BatchCall> calls,
+                            const BatchDone& done) = 0;
+  // How many of this handler's jobs are worth one batch now: 1 until its
+  // jobs' time is known, then as many as fit the supervisor's budget for a
+  // batch, so slow jobs still spread over the runners.
+  virtual std::size_t batch_limit(const HandlerInfo& handler) const = 0;
   // Empty while the plugin serves; once it is marked unhealthy, the sentence
   // a refused job gets (the plugin, its crashes, what to do).
   virtual std::string unavailable() const = 0;
   virtual IsolationStats stats() const = 0;
-  // Called once when a reload has replaced this generation: idle runners end
-  // now, busy ones when their job ends. Jobs still holding a handler of this
-  // generation (a retry of an old job) keep working: a runner is started
-  // for them and ended after.
+  // Called once when a reload has replaced this generation. Its runners
+  // serve the jobs accepted before the reload that still run or wait for a
+  // runner ("late" jobs, including retries), and end once none does; a later
+  // late job starts one again and it ends after. The generation itself goes
+  // when its last unfinished job ends (engine Job::handler_).
   virtual void retire() = 0;
 };
 

@@ -250,6 +250,15 @@ INSTANTIATE_TEST_SUITE_P(
         Fault{"iso_spin", JOB_STATE_TIMED_OUT, "deadline|timed out|timeout"}),
     [](const ::testing::TestParamInfo<Fault>& i) { return std::string(i.param.handler); });
 
+// Whether the supervisor said it killed runner `pid` at the hard time limit
+// of a job past its deadline (cancel_grace_ms 300 in process_config).
+bool log_says_killed_past_deadline(DaemonProcess& d, pid_t pid) {
+  return d.log().find(
+             "did not return within cancel_grace_ms (300 ms) after its job was past "
+             "its deadline: runner " +
+             std::to_string(pid) + " was killed and replaced") != std::string::npos;
+}
+
 // Batches (E7 in daemon/engine/src/engine.cc, W1 in tpool/isolation/wire.h):
 // the jobs of one SubmitBatch for one isolated handler go to a runner
 // together and wait in its queue, one running at a time. A fault in one of
@@ -364,12 +373,7 @@ TEST_F(IsolationTest, ASpinnerInABatchIsKilledAtItsTimeLimitAndTheJobsBehindItRu
   EXPECT_EQ(wait_job(d, ids[kBefore]).state(), JOB_STATE_TIMED_OUT);
   expect_the_others_succeeded(d, ids);
   EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
-  EXPECT_TRUE(eventually([&] {
-    return d.log().find(
-               "did not return within cancel_grace_ms (300 ms) after its job was past "
-               "its deadline: runner " +
-               std::to_string(before) + " was killed and replaced") != std::string::npos;
-  })) << d.log();
+  EXPECT_TRUE(eventually([&] { return log_says_killed_past_deadline(d, before); })) << d.log();
   EXPECT_NE(runner_pid(d), before);
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
@@ -384,12 +388,7 @@ TEST_F(IsolationTest, TheSpinnerPastItsDeadlinePlusCancelGraceHasItsRunnerKilled
   // The engine answered at the deadline; the runner dies cancel_grace_ms
   // (300) later, and the supervisor says so.
   EXPECT_TRUE(old_runner.exited_within(std::chrono::seconds(30)));
-  EXPECT_TRUE(eventually([&] {
-    return d.log().find(
-               "did not return within cancel_grace_ms (300 ms) after its job was past "
-               "its deadline: runner " +
-               std::to_string(before) + " was killed and replaced") != std::string::npos;
-  })) << d.log();
+  EXPECT_TRUE(eventually([&] { return log_says_killed_past_deadline(d, before); })) << d.log();
   EXPECT_NE(runner_pid(d), before);
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }

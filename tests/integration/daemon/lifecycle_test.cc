@@ -166,14 +166,16 @@ TEST(Lifecycle, ARetainedResultDoesNotKeepAReplacedPluginLoaded) {
     grpc::ClientContext c;
     ASSERT_TRUE(d.jobs().Submit(&c, job("echo", "kept"), &ref).ok());
   }
-  {
+  // The result of a Wait for job `id` (the call must succeed).
+  auto wait_for = [&d](std::uint64_t id) {
     grpc::ClientContext c;
     tpool::v1::WaitRequest w;
-    w.set_job_id(ref.job_id());
+    w.set_job_id(id);
     tpool::v1::JobResult r;
-    ASSERT_TRUE(d.jobs().Wait(&c, w, &r).ok());
-    ASSERT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
-  }
+    EXPECT_TRUE(d.jobs().Wait(&c, w, &r).ok());
+    return r;
+  };
+  ASSERT_EQ(wait_for(ref.job_id()).state(), tpool::v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(mapped_copies(d.pid(), "echo"), 1u);
   {
     grpc::ClientContext c;
@@ -184,12 +186,7 @@ TEST(Lifecycle, ARetainedResultDoesNotKeepAReplacedPluginLoaded) {
   // the registry let go of it: the finished job holds it no more.
   EXPECT_EQ(mapped_copies(d.pid(), "echo"), 1u);
   // The result is still served.
-  grpc::ClientContext c;
-  tpool::v1::WaitRequest w;
-  w.set_job_id(ref.job_id());
-  tpool::v1::JobResult r;
-  ASSERT_TRUE(d.jobs().Wait(&c, w, &r).ok());
-  EXPECT_EQ(r.output(), "kept");
+  EXPECT_EQ(wait_for(ref.job_id()).output(), "kept");
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 

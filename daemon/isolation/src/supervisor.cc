@@ -193,6 +193,8 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
     s.restarts_cpu = get(restarts_[static_cast<int>(Cause::kCpu)]);
     s.restarts_denied = get(restarts_[static_cast<int>(Cause::kDenied)]);
     s.jobs_lost = get(jobs_lost_);
+    s.runner_calls = get(calls_);
+    s.runner_call_jobs = get(call_jobs_);
     return s;
   }
 
@@ -318,6 +320,8 @@ class Supervisor final : public plugin_host::IsolatedPlugin {
   std::atomic<std::uint64_t> next_job_{1};
   std::atomic<std::uint64_t> restarts_[5] = {};
   std::atomic<std::uint64_t> jobs_lost_{0};
+  std::atomic<std::uint64_t> calls_{0};      // (S3) calls sent to a runner
+  std::atomic<std::uint64_t> call_jobs_{0};  // (S3) the jobs they carried
   // The last job's send-to-result time (kSpinFor's hint; S3: relaxed, a
   // stale value only costs one spin or one sleep).
   std::atomic<std::int64_t> round_trip_ns_{0};
@@ -702,7 +706,9 @@ void Supervisor::serve(const plugin_host::HandlerInfo& h,
           .bytes(calls[p.index].input);
       w.finish();
     }
-    (void)send_all(r->fd, frames);  // a failure shows as EOF below
+    (void)send_all(r->fd, frames);                   // a failure shows as EOF below
+    calls_.fetch_add(1, std::memory_order_relaxed);  // (S3)
+    call_jobs_.fetch_add(todo.size(), std::memory_order_relaxed);
   }
   // The handler calls' time in the runner, for batch_limit.
   std::int64_t run_ns_sum = 0;

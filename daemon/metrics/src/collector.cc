@@ -249,6 +249,14 @@ void collect_isolated(const std::vector<IsolatedPlugin>& plugins, Families& f) {
   auto& lost = f.counter("tpoold_isolated_jobs_lost_total",
                          "Jobs of a process-mode plugin that ended because their runner ended.");
   for (const auto& p : plugins) lost.value(d(p.jobs_lost), {{"plugin", p.plugin}});
+  auto& calls = f.counter("tpoold_isolated_runner_calls_total",
+                          "Calls a process-mode plugin's runners were sent: one job, or a "
+                          "batch of one handler's jobs.");
+  for (const auto& p : plugins) calls.value(d(p.runner_calls), {{"plugin", p.plugin}});
+  auto& call_jobs = f.counter("tpoold_isolated_runner_call_jobs_total",
+                              "Jobs carried by the calls of tpoold_isolated_runner_calls_total "
+                              "(the ratio is the mean batch size).");
+  for (const auto& p : plugins) call_jobs.value(d(p.runner_call_jobs), {{"plugin", p.plugin}});
   auto& healthy = f.gauge("tpoold_isolated_plugin_healthy",
                           "0 once a process-mode plugin's runners failed crash_limit times "
                           "within crash_window_ms (its new jobs are refused) until a reload.");

@@ -102,6 +102,8 @@ metrics::Snapshot scrape_snapshot(const DaemonView& v) {
                             .restarts_cpu = i.restarts_cpu,
                             .restarts_denied = i.restarts_denied,
                             .jobs_lost = i.jobs_lost,
+                            .runner_calls = i.runner_calls,
+                            .runner_call_jobs = i.runner_call_jobs,
                             .healthy = i.healthy});
     }
   }

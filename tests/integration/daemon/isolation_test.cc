@@ -647,6 +647,31 @@ TEST_F(IsolationTest, SlowJobsOfOneBatchRunOnSeveralRunnersAtOnce) {
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
+// The runner-call counters show batching: 64 echo jobs of one SubmitBatch,
+// after one job measured the handler, reach the runners in fewer calls than
+// jobs. (Without batches every job is a call of its own.)
+TEST_F(IsolationTest, RunnerCallMetricsCountTheJobsEachCallCarried) {
+  MetricsDaemon md;
+  DaemonProcess& d = md.d;
+  ASSERT_TRUE(md.start()) << d.log();
+  auto metric = [&](const std::string& name) { return md.scrape()[name + "{plugin=\"echo\"}"]; };
+  EXPECT_EQ(execute(d, "echo", "first").output(), "first");
+  EXPECT_EQ(metric("tpoold_isolated_runner_calls_total"), 1.0);
+  EXPECT_EQ(metric("tpoold_isolated_runner_call_jobs_total"), 1.0);
+  std::vector<BatchItem> items;
+  for (int i = 0; i < 64; ++i) items.push_back({"e" + std::to_string(i)});
+  std::vector<std::uint64_t> ids = submit_batch(d, "echo", items);
+  ASSERT_EQ(ids.size(), 64u);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(wait_job(d, ids[i]).output(), "e" + std::to_string(i));
+  }
+  const double calls = metric("tpoold_isolated_runner_calls_total");
+  EXPECT_EQ(metric("tpoold_isolated_runner_call_jobs_total"), 65.0);
+  EXPECT_GE(calls, 2.0);
+  EXPECT_LT(calls, 65.0) << "every job went to a runner on its own";
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 // tpoold under the system-call confinement of a systemd unit (the shipped
 // deploy/systemd/tpoold.service unless `unit` names another), as systemd
 // runs it where it is PID 1: tpool-unit-sandbox applies the unit's

@@ -85,6 +85,10 @@ struct IsolatedPlugin {
   std::uint64_t restarts_cpu = 0;
   std::uint64_t restarts_denied = 0;
   std::uint64_t jobs_lost = 0;  // jobs that ended because their runner ended
+  // Calls sent to a runner (a job, or a batch of one handler's jobs) and the
+  // jobs they carried.
+  std::uint64_t runner_calls = 0;
+  std::uint64_t runner_call_jobs = 0;
   bool healthy = true;
 };
 

@@ -84,6 +84,11 @@ struct IsolationStats {
   std::uint64_t restarts_cpu = 0;         // stopped at cpu_seconds_per_job
   std::uint64_t restarts_denied = 0;      // stopped by its seccomp filter
   std::uint64_t jobs_lost = 0;            // jobs that ended because their runner died
+  // Calls sent to a runner (one job, or a batch of one handler's jobs; the
+  // jobs behind a failed one count again in the call to the next runner),
+  // and the jobs they carried: call_jobs / calls is the mean batch size.
+  std::uint64_t runner_calls = 0;
+  std::uint64_t runner_call_jobs = 0;
   bool healthy = true;
 };
 

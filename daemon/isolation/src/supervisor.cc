@@ -571,15 +571,10 @@ InvokeResult Supervisor::result_of(const plugin_host::HandlerInfo& h, wire::Body
   if (overflow) {
     res.code = JobCode::kOutputTooLarge;
     res.plugin_status = status;
-    res.message = who(h) + " tried to produce " + std::to_string(attempted) +
-                  " bytes of output, over the limit of " + std::to_string(load_.max_output_bytes) +
-                  " bytes (max_output_bytes): raise the daemon's output limit or make the job "
-                  "return less";
+    res.message = plugin_host::output_too_large_message(who(h), attempted, load_.max_output_bytes);
   } else if (status != TPOOL_STATUS_OK) {
     res.plugin_status = status;
-    res.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
-                   ? static_cast<JobCode>(status)
-                   : JobCode::kError;
+    res.code = plugin_host::code_of_status(status);
     if (status == TPOOL_STATUS_INTERNAL && msg.rfind("threw", 0) == 0) {
       res.threw = true;
       msg = who(h) + " " + msg;

@@ -61,6 +61,20 @@ std::string_view to_string(IsolationMode mode) noexcept {
   return mode == IsolationMode::kProcess ? "process" : "in_process";
 }
 
+JobCode code_of_status(std::int32_t status) noexcept {
+  return status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
+             ? static_cast<JobCode>(status)
+             : JobCode::kError;
+}
+
+std::string output_too_large_message(const std::string& who, std::size_t attempted,
+                                     std::size_t limit) {
+  return who + " tried to produce " + std::to_string(attempted) +
+         " bytes of output, over the limit of " + std::to_string(limit) +
+         " bytes (max_output_bytes): raise the daemon's output limit or make the job return "
+         "less";
+}
+
 bool is_retryable(JobCode code) noexcept {
   return code == JobCode::kRetry || code == JobCode::kError || code == JobCode::kInternal;
 }
@@ -539,15 +553,10 @@ InvokeResult Host::invoke(const HandlerRef& ref, std::string_view input,
     Shared::bump(s.output_too_large);
     r.code = JobCode::kOutputTooLarge;
     r.plugin_status = status;
-    r.message = who() + " tried to produce " + std::to_string(job.attempted_output) +
-                " bytes of output, over the limit of " + std::to_string(job.max_output) +
-                " bytes (max_output_bytes): raise the daemon's output limit or make the job "
-                "return less";
+    r.message = output_too_large_message(who(), job.attempted_output, job.max_output);
   } else if (status != TPOOL_STATUS_OK) {
     r.plugin_status = status;
-    r.code = status >= TPOOL_STATUS_ERROR && status <= TPOOL_STATUS_PERMANENT
-                 ? static_cast<JobCode>(status)
-                 : JobCode::kError;
+    r.code = code_of_status(status);
     r.message = !job.message.empty() ? std::move(job.message)
                                      : who() + " failed with status " + std::to_string(status) +
                                            " and gave no message";

@@ -39,6 +39,14 @@ bool is_retryable(JobCode code) noexcept;
 
 std::string_view to_string(JobCode code) noexcept;
 
+// The code of a handler's failed return status (a TPOOL_STATUS_* other than
+// OK; a status outside the ABI's list is kError), in process or in a runner.
+JobCode code_of_status(std::int32_t status) noexcept;
+// The one sentence for output over max_output_bytes; who names the handler
+// and its plugin.
+std::string output_too_large_message(const std::string& who, std::size_t attempted,
+                                     std::size_t limit);
+
 enum class LogLevel : std::int32_t { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 std::string_view to_string(LogLevel level) noexcept;

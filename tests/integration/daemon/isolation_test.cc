@@ -447,6 +447,10 @@ class MetricsDaemon {
   std::map<std::string, double> scrape() {
     return parse_exposition(http_get(port_, "/metrics").body);
   }
+  // One series of a per-plugin isolated metric, scraped now.
+  double of_plugin(const std::string& name, const std::string& plugin) {
+    return scrape()[name + "{plugin=\"" + plugin + "\"}"];
+  }
 
  private:
   static std::string with_metrics(std::string config, const std::string& port_file) {
@@ -604,7 +608,7 @@ TEST_F(IsolationTest, MetricsShowBusyRunnersAndTheCallsWaitingForOne) {
   MetricsDaemon md;
   DaemonProcess& d = md.d;
   ASSERT_TRUE(md.start()) << d.log();
-  auto metric = [&](const std::string& name) { return md.scrape()[name + "{plugin=\"sleep\"}"]; };
+  auto metric = [&](const std::string& name) { return md.of_plugin(name, "sleep"); };
   EXPECT_EQ(metric("tpoold_isolated_runners_busy"), 0.0);
   EXPECT_EQ(metric("tpoold_isolated_channel_queue_depth"), 0.0);
   // Six long sleeps on sleep's four runners (blocking lane: 8 workers): four
@@ -633,7 +637,7 @@ TEST_F(IsolationTest, SlowJobsOfOneBatchRunOnSeveralRunnersAtOnce) {
   MetricsDaemon md;
   DaemonProcess& d = md.d;
   ASSERT_TRUE(md.start()) << d.log();
-  auto metric = [&](const std::string& name) { return md.scrape()[name + "{plugin=\"sleep\"}"]; };
+  auto metric = [&](const std::string& name) { return md.of_plugin(name, "sleep"); };
   // The handler's time, measured by its runner.
   EXPECT_EQ(execute(d, "sleep", "200").state(), JOB_STATE_SUCCEEDED);
   std::vector<std::uint64_t> ids =
@@ -654,7 +658,7 @@ TEST_F(IsolationTest, RunnerCallMetricsCountTheJobsEachCallCarried) {
   MetricsDaemon md;
   DaemonProcess& d = md.d;
   ASSERT_TRUE(md.start()) << d.log();
-  auto metric = [&](const std::string& name) { return md.scrape()[name + "{plugin=\"echo\"}"]; };
+  auto metric = [&](const std::string& name) { return md.of_plugin(name, "echo"); };
   EXPECT_EQ(execute(d, "echo", "first").output(), "first");
   EXPECT_EQ(metric("tpoold_isolated_runner_calls_total"), 1.0);
   EXPECT_EQ(metric("tpoold_isolated_runner_call_jobs_total"), 1.0);

@@ -25,8 +25,9 @@
 //   Unary/tpoold_iso/1, Stream/tpoold_iso/100, Stream/tpoold_iso/1000  (echo)
 //   UnaryHash/<tpoold|tpoold_iso>/1, StreamHash/<tpoold|tpoold_iso>/<100|1000>
 // where a hash job is the `hash` example's "<n>:12345678" with n =
-// TPOOL_BENCH_HASH_ITERATIONS (default 400 SHA-256 rounds: about 100 us of
-// CPU on this machine, 0.25 us a round). TPOOL_BENCH_ISOLATION=0 leaves the
+// TPOOL_BENCH_HASH_ITERATIONS (default 1200 SHA-256 rounds: about 100 us of
+// CPU on this machine, 0.085 us a round since the example fetches its digest
+// once). TPOOL_BENCH_ISOLATION=0 leaves the
 // isolated tpoold and the hash cases out. TPOOL_BENCH_TPOOLD_CONFIG, if set,
 // is the plaintext tpoold's config file (e.g. "[pool]\nsearching_gate =
 // true" for an A/B of the searching gate, run against run, each run's
@@ -205,7 +206,7 @@ Server& server(int which) {
 const std::string kPayload = "12345678";
 // What a case's jobs do (its benchmark's last argument).
 enum Work { kEcho = 0, kHash = 1 };
-std::string hash_payload = "400:" + kPayload;  // TPOOL_BENCH_HASH_ITERATIONS
+std::string hash_payload = "1200:" + kPayload;  // TPOOL_BENCH_HASH_ITERATIONS
 
 // The TLS tpoold's material in `dir`: gen-test-certs.sh's CA and server
 // certificate, and a token file with one token for principal "bench" with the

@@ -5,7 +5,15 @@
  *
  * Config string (optional): "max_iterations=<n>" (default 10000000), parsed
  * by init into the plugin context, freed by fini. Checks cancellation every
- * 4096 iterations. Uses libcrypto (OpenSSL 3 EVP API). */
+ * 4096 iterations. Uses libcrypto (OpenSSL 3 EVP API).
+ *
+ * The digest is fetched once, by init (EVP_MD_fetch), and each call reuses
+ * one EVP_MD_CTX for all its iterations. EVP_Digest(..., EVP_sha256(), ...)
+ * would look the algorithm up in libcrypto's provider store on every
+ * iteration, under a process-wide read-write lock: on 2 workers that lock
+ * was most of the handler's time, and made the in-process hash slower than
+ * the same handler alone in an isolated runner (docs/plugins.md, "A handler
+ * call"; docs/benchmarks.md). */
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +24,7 @@ static const tpool_host_api* host;
 
 typedef struct hash_ctx {
   unsigned long long max_iterations;
+  EVP_MD* sha256; /* fetched once by init, freed by fini; shared by every call */
 } hash_ctx;
 
 /* picked by hand: about 1 ms of SHA-256 work between cancellation checks. */
@@ -31,6 +40,7 @@ static int32_t hash_init(const tpool_host_api* h, const char* config, void** plu
     return TPOOL_STATUS_INTERNAL;
   }
   ctx->max_iterations = HASH_DEFAULT_MAX;
+  ctx->sha256 = NULL;
   if (config[0] != '\0') {
     char* end = NULL;
     const char* key = "max_iterations=";
@@ -51,12 +61,29 @@ static int32_t hash_init(const tpool_host_api* h, const char* config, void** plu
       return TPOOL_STATUS_INVALID_INPUT;
     }
   }
+  ctx->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+  if (ctx->sha256 == NULL) {
+    snprintf(error, error_size,
+             "hash: libcrypto has no SHA256 digest (EVP_MD_fetch failed): check the OpenSSL "
+             "configuration (OPENSSL_CONF) and that the default provider is available");
+    free(ctx);
+    return TPOOL_STATUS_INTERNAL;
+  }
   *plugin_ctx = ctx;
   return TPOOL_STATUS_OK;
 }
 
 static void hash_fini(void* plugin_ctx) {
-  free(plugin_ctx);
+  hash_ctx* ctx = (hash_ctx*)plugin_ctx;
+  EVP_MD_free(ctx->sha256);
+  free(ctx);
+}
+
+/* One SHA-256 of data into digest, on md (initialised for ctx->sha256). */
+static int digest_once(EVP_MD_CTX* md, const hash_ctx* ctx, const void* data, size_t size,
+                       unsigned char* digest, unsigned int* digest_len) {
+  return EVP_DigestInit_ex2(md, ctx->sha256, NULL) && EVP_DigestUpdate(md, data, size) &&
+         EVP_DigestFinal_ex(md, digest, digest_len);
 }
 
 static int32_t hash_call(void* plugin_ctx, tpool_job* job, const uint8_t* input,
@@ -68,6 +95,8 @@ static int32_t hash_call(void* plugin_ctx, tpool_job* job, const uint8_t* input,
   unsigned int digest_len = 0;
   char message[256];
   char* out;
+  EVP_MD_CTX* md;
+  int ok;
   static const char hex[] = "0123456789abcdef";
 
   while (colon < input_size && colon < 20 && input[colon] >= '0' && input[colon] <= '9') {
@@ -82,21 +111,25 @@ static int32_t hash_call(void* plugin_ctx, tpool_job* job, const uint8_t* input,
     host->set_message(job, message);
     return TPOOL_STATUS_INVALID_INPUT;
   }
-  if (!EVP_Digest(input + colon + 1, input_size - colon - 1, digest, &digest_len, EVP_sha256(),
-                  NULL)) {
-    host->set_message(job, "hash: libcrypto's EVP_Digest failed");
+  md = EVP_MD_CTX_new();
+  if (md == NULL) {
+    host->set_message(job, "hash: out of memory allocating a digest context");
     return TPOOL_STATUS_INTERNAL;
   }
-  for (i = 1; i < n; ++i) {
+  ok = digest_once(md, ctx, input + colon + 1, input_size - colon - 1, digest, &digest_len);
+  for (i = 1; ok && i < n; ++i) {
     if (i % HASH_CHECK_EVERY == 0 && host->is_cancelled(job)) {
+      EVP_MD_CTX_free(md);
       snprintf(message, sizeof message, "hash: cancelled after %llu of %llu iterations", i, n);
       host->set_message(job, message);
       return host->remaining_ns(job) == 0 ? TPOOL_STATUS_DEADLINE_EXCEEDED : TPOOL_STATUS_CANCELLED;
     }
-    if (!EVP_Digest(digest, digest_len, digest, &digest_len, EVP_sha256(), NULL)) {
-      host->set_message(job, "hash: libcrypto's EVP_Digest failed");
-      return TPOOL_STATUS_INTERNAL;
-    }
+    ok = digest_once(md, ctx, digest, digest_len, digest, &digest_len);
+  }
+  EVP_MD_CTX_free(md);
+  if (!ok) {
+    host->set_message(job, "hash: libcrypto's SHA-256 digest failed");
+    return TPOOL_STATUS_INTERNAL;
   }
   out = (char*)host->output_reserve(job, 2 * (size_t)digest_len);
   if (out == NULL) return TPOOL_STATUS_OUTPUT_TOO_LARGE;

@@ -4,6 +4,7 @@
 #include "tpool/isolation/supervisor.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -43,15 +44,23 @@ constexpr auto kWatchPeriod = std::chrono::milliseconds(20);
 // A worker alone in a plugin (no other of its calls in flight: the cores are
 // likely idle) does not sleep through the end of a short job: a sleeping
 // worker's wake-up costs tens of microseconds on a virtual machine, as much
-// as an echo job's whole round trip. It polls the channel without sleeping
-// for kSpinFor around the time the plugin's last round trip predicts (from
-// the send when that was under kSpinFor, else after a timed sleep that ends
-// kSpinFor / 2 early). Not for round trips over kSpinUpTo (the spin would be
-// a rounding error), nor with other calls in flight (the spin would take a
-// core from a runner). Picked by measurement: docs/benchmarks.md,
-// "Isolated plugins".
+// as an echo job's whole round trip. One such worker in the whole daemon
+// (g_whole_spinner) polls the channel from the send until kSpinFor past the
+// time the plugin's last round trip predicts, yielding its core to any other
+// runnable thread between polls; any other polls for kSpinFor around that
+// time (from the send when it was under kSpinFor, else after a timed sleep
+// that ends kSpinFor / 2 early: a job whose time varies by more than that
+// mostly ends outside the window, which is why the first waits the whole
+// job). Not for round trips over kSpinUpTo (the spin would be a rounding
+// error), nor with other calls in flight (the spin would take a core from a
+// runner). Picked by measurement: docs/benchmarks.md, "Isolated plugins".
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr auto kSpinUpTo = std::chrono::milliseconds(1);
+// The one worker of the process allowed to spin through a whole round trip
+// (kSpinFor): at most one core is ever spent so, however many plugins are
+// alone. Claimed with a CAS from false, released with a store; relaxed: the
+// flag guards nothing but itself.
+std::atomic<bool> g_whole_spinner{false};
 // Batches (invoke_batch, the engine's E7): at most kMaxBatch jobs, and
 // about kBatchBudget of a handler's work, as the runners measured its calls:
 // a job waits about that long at most behind its batch-mates in a runner,
@@ -101,12 +110,38 @@ bool fill(Runner& r) {
 // Polls fd without sleeping until it is readable (true) or `until` passes.
 // Each poll(2) is a system call of well under a microsecond: no pause needed
 // between them.
-bool spin_until_readable(int fd, Clock::time_point until) {
+// yield: give the core to any other runnable thread between polls (a spin
+// as long as a whole job must not delay the threads that share its core).
+bool spin_until_readable(int fd, Clock::time_point until, bool yield = false) {
   pollfd p{fd, POLLIN, 0};
   do {
     if (::poll(&p, 1, 0) != 0) return true;  // readable, or an error poll() will report
+    if (yield) ::sched_yield();
   } while (Clock::now() < until);
   return false;
+}
+
+// kSpinFor's wait for the first result of a call alone in its plugin: 1 when
+// the channel became readable, 0 when the spin ended without it (the caller
+// then sleeps in poll).
+int await_alone(int fd, Clock::time_point sent_at, std::chrono::nanoseconds expect) {
+  bool idle = false;
+  if (g_whole_spinner.compare_exchange_strong(idle, true, std::memory_order_relaxed)) {
+    const bool ready = spin_until_readable(fd, sent_at + expect + kSpinFor, /*yield=*/true);
+    g_whole_spinner.store(false, std::memory_order_relaxed);
+    return ready ? 1 : 0;
+  }
+  pollfd p{fd, POLLIN, 0};
+  auto spin_from = sent_at;
+  if (expect > kSpinFor) {
+    spin_from = sent_at + expect - kSpinFor / 2;
+    const auto nap = std::chrono::nanoseconds(spin_from - Clock::now());
+    if (nap.count() > 0) {
+      const timespec ts{0, static_cast<long>(nap.count())};
+      if (const int rc = ::ppoll(&p, 1, &ts, nullptr); rc != 0) return rc > 0 ? 1 : 0;
+    }
+  }
+  return spin_until_readable(fd, spin_from + kSpinFor) ? 1 : 0;
 }
 
 std::string syscall_name(std::uint64_t nr) {
@@ -876,16 +911,7 @@ void Supervisor::serve(const plugin_host::HandlerInfo& h,
     int rc = 0;
     if (may_spin) {
       may_spin = false;
-      auto spin_from = sent_at;
-      if (expect > kSpinFor) {
-        spin_from = sent_at + expect - kSpinFor / 2;
-        const auto nap = std::chrono::nanoseconds(spin_from - Clock::now());
-        if (nap.count() > 0) {
-          const timespec ts{0, static_cast<long>(nap.count())};
-          rc = ::ppoll(&p, 1, &ts, nullptr);
-        }
-      }
-      if (rc == 0) rc = spin_until_readable(r->fd, spin_from + kSpinFor) ? 1 : 0;
+      rc = await_alone(r->fd, sent_at, expect);
     }
     if (rc == 0) rc = ::poll(&p, 1, static_cast<int>(kWatchPeriod.count()));
     // EOF: the frames already buffered (a result, a kFault) are taken on the

@@ -34,7 +34,8 @@
 //       registered: a job reports once, when it is final.
 //  (E5) A job that never started ends with one of two sentences, whichever
 //       path ended it (the pool's on_cancel, the worker's check before the
-//       handler, Job::cancel): Job::unstarted_message.
+//       handler, Job::cancel, an isolated runner that did not call it: wire.h,
+//       W6): Job::unstarted_message.
 //  (E7) Batches for isolated handlers. Admission links the jobs of one run
 //       that share an isolated handler (Job::batch_next_, before any task is
 //       submitted). A worker whose task starts such a job (its own CAS
@@ -199,6 +200,10 @@ struct JobTask {
   // The end of one attempt whose handler returned r, alone or in a batch:
   // true when the job was rescheduled for another (E6).
   static bool complete(Job& job, InvokeResult r) {
+    if (!r.started) {  // (E5) told to stop while it waited in its runner (wire.h, W6)
+      end_unstarted(job, JobState::kRunning);
+      return false;
+    }
     const std::uint32_t attempt = job.attempts();
     const bool may_retry = job.spec_.max_attempts > 1;
     if (!r.ok() && may_retry && r.message.empty()) r.message = failure_sentence(job, r);

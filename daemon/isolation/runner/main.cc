@@ -142,6 +142,10 @@ struct tpool_job {
   std::int64_t deadline_ns = 0;  // CLOCK_MONOTONIC; 0: none
   std::string input;
   std::atomic<bool> cancelled{false};
+  // (W6) Its kCancel came while it waited in the queue: it is not given to
+  // its handler. Written by the main thread before the job is queued or
+  // under state.mu while it is; read by the handler thread once it took it.
+  bool told_while_queued = false;
   std::size_t max_output = 0;
   std::string output;
   bool overflow = false;
@@ -366,10 +370,16 @@ void run_job(tpool_job& job) {
   std::int32_t status = TPOOL_STATUS_OK;
   const tpool_handler* h = find_handler(job.handler);
   const std::int64_t started_ns = mono_ns();
+  bool called = false;
   if (h == nullptr) {
     status = TPOOL_STATUS_UNKNOWN_HANDLER;
     job.message = "the runner's copy of the plugin has no handler '" + job.handler + "'";
+  } else if (job.told_while_queued) {
+    // (W6) Told to stop (cancelled, or past its deadline) while it waited
+    // behind its batch-mates: never called. The daemon words its end.
+    status = TPOOL_STATUS_CANCELLED;
   } else {
+    called = true;
     try {
       status = h->call(plugin_ctx, &job, reinterpret_cast<const uint8_t*>(job.input.data()),
                        job.input.size());
@@ -386,7 +396,7 @@ void run_job(tpool_job& job) {
           "exceptions and return a status)";
     }
   }
-  const std::int64_t run_ns = mono_ns() - started_ns;
+  const std::int64_t run_ns = called || h == nullptr ? mono_ns() - started_ns : -1;  // (W6)
   // Out of `current` before the result is written. With more jobs queued the
   // result may wait for company (W4): it leaves with the batch's last result
   // (which does not wait), on the main thread's 20 ms tick, at kFlushBytes,
@@ -661,16 +671,17 @@ int main(int argc, char** argv) {
           // of yet (W3): results waiting here go first, so it counts for the
           // job that is really running.
           flush_pending();
-          for (tpool_job* j : jobs) {
-            if (j->id == fr->header.job) j->cancelled.store(true, std::memory_order_relaxed);
-          }
+          const auto tell_queued = [&](tpool_job* j) {  // (W6)
+            if (j->id != fr->header.job) return;
+            j->cancelled.store(true, std::memory_order_relaxed);
+            j->told_while_queued = true;
+          };
+          for (tpool_job* j : jobs) tell_queued(j);
           std::lock_guard<std::mutex> lock(state.mu);
           if (state.current != nullptr && state.current->id == fr->header.job) {
             state.current->cancelled.store(true, std::memory_order_relaxed);
           }
-          for (tpool_job* j : state.queue) {
-            if (j->id == fr->header.job) j->cancelled.store(true, std::memory_order_relaxed);
-          }
+          for (tpool_job* j : state.queue) tell_queued(j);
           break;
         }
         case wire::Type::kChildrenResult: {

@@ -603,6 +603,11 @@ InvokeResult Supervisor::result_of(const plugin_host::HandlerInfo& h, wire::Body
   std::string msg(body.bytes());
   std::string_view out = body.bytes();
   run_ns = body.i64();
+  if (run_ns < 0) {  // (W6) never given to the handler
+    res.started = false;
+    res.code = services.deadline_passed() ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
+    return res;
+  }
   if (overflow) {
     res.code = JobCode::kOutputTooLarge;
     res.plugin_status = status;
@@ -660,12 +665,11 @@ void Supervisor::invoke_batch(const plugin_host::HandlerInfo& h,
         return;
       }
       // The first call was cancelled or past its deadline while no runner
-      // was free; the others wait on.
+      // was free; the others wait on. Its handler never ran: the engine
+      // ends it with the one sentence for that (E5, as W6).
       InvokeResult res;
-      const bool deadline = first.deadline_passed();
-      res.code = deadline ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
-      res.message = "the job was " + std::string(deadline ? "past its deadline" : "cancelled") +
-                    " before a runner of plugin '" + load_.plugin_name + "' was free";
+      res.started = false;
+      res.code = first.deadline_passed() ? JobCode::kDeadlineExceeded : JobCode::kCancelled;
       const std::size_t index = todo.front().index;
       todo.pop_front();
       done(index, std::move(res));
@@ -823,17 +827,19 @@ void Supervisor::serve(const plugin_host::HandlerInfo& h,
           const std::size_t index = todo.front().index;
           std::int64_t run_ns = 0;
           InvokeResult res = result_of(h, body, *calls[index].services, run_ns);
-          run_ns_sum += std::max<std::int64_t>(0, run_ns);
-          ++results;
+          if (run_ns >= 0) {  // a job never called (W6) says nothing of the handler's time
+            run_ns_sum += run_ns;
+            ++results;
+          }
           todo.pop_front();
           front_stop_seen.reset();
           if (todo.empty()) {
             checkin(slot, std::move(r), true);
-            if (calls.size() == 1) {
+            if (calls.size() == 1 && run_ns >= 0) {
               round_trip_ns_.store(std::chrono::nanoseconds(Clock::now() - sent_at).count(),
                                    std::memory_order_relaxed);
             }
-            note_job_time(h, run_ns_sum / results);
+            if (results != 0) note_job_time(h, run_ns_sum / results);
             done(index, std::move(res));
             return;
           }

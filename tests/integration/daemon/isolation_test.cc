@@ -378,6 +378,34 @@ TEST_F(IsolationTest, ASpinnerInABatchIsKilledAtItsTimeLimitAndTheJobsBehindItRu
   EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
 }
 
+// (W6 in wire.h) A batch-mate cancelled while it waits in the runner's queue
+// is never given to its handler when its turn comes. The one here would crash
+// the runner (segv) if it were called: the runner lives on, the job ends
+// CANCELLED, and the job behind it runs in the same runner.
+TEST_F(IsolationTest, ABatchMateCancelledWhileItWaitsInItsRunnerIsNeverCalled) {
+  DaemonProcess d(process_config(), bad_args());
+  ASSERT_TRUE(d.started()) << d.log();
+  measure_iso_mixed(d);
+  const pid_t before = runner_pid(d);
+  // "late" holds the one runner until its deadline; the batch took the
+  // others with it (E7): RUNNING in the engine, queued in the runner.
+  std::vector<std::uint64_t> ids =
+      submit_batch(d, "iso_mixed", {{"late", 1000}, {"segv"}, {"ok:after"}});
+  ASSERT_EQ(ids.size(), 3u);
+  ASSERT_TRUE(eventually([&] { return get(d, ids[1]).state() == JOB_STATE_RUNNING; }));
+  cancel(d, ids[1]);
+  EXPECT_EQ(wait_job(d, ids[0]).state(), JOB_STATE_TIMED_OUT);
+  const tpool::v1::JobResult cancelled = wait_job(d, ids[1]);
+  EXPECT_EQ(cancelled.state(), JOB_STATE_CANCELLED) << cancelled.message();
+  EXPECT_EQ(cancelled.message().find("crashed"), std::string::npos) << cancelled.message();
+  const tpool::v1::JobResult after = wait_job(d, ids[2]);
+  EXPECT_EQ(after.state(), JOB_STATE_SUCCEEDED) << after.message();
+  EXPECT_EQ(after.output(), "after");
+  EXPECT_EQ(runner_pid(d), before) << d.log();  // never crashed, never replaced
+  EXPECT_EQ(d.log().find("SIGSEGV"), std::string::npos) << d.log();
+  EXPECT_EQ(d.stop(), std::optional<int>(0)) << d.log();
+}
+
 TEST_F(IsolationTest, TheSpinnerPastItsDeadlinePlusCancelGraceHasItsRunnerKilled) {
   DaemonProcess d(process_config(), bad_args());
   ASSERT_TRUE(d.started()) << d.log();

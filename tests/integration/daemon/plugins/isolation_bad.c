@@ -87,13 +87,15 @@ static int32_t pid_call(void* ctx, tpool_job* job, const uint8_t* in, size_t n) 
 
 /* Input-directed, for batches of one handler (E7 in daemon/engine/src/
  * engine.cc): "ok:TEXT" outputs TEXT, "segv" and "abort" crash as iso_segv
- * and iso_abort do, "spin" spins as iso_spin does. */
+ * and iso_abort do, "spin" spins as iso_spin does, "late" waits for its
+ * cancellation as iso_late does. */
 static int32_t mixed_call(void* ctx, tpool_job* job, const uint8_t* in, size_t n) {
   if (n >= 3 && memcmp(in, "ok:", 3) == 0) return host->output_write(job, in + 3, n - 3);
   if (n == 4 && memcmp(in, "segv", 4) == 0) return segv_call(ctx, job, in, n);
   if (n == 5 && memcmp(in, "abort", 5) == 0) return abort_call(ctx, job, in, n);
   if (n == 4 && memcmp(in, "spin", 4) == 0) return spin_call(ctx, job, in, n);
-  host->set_message(job, "iso_mixed takes ok:TEXT, segv, abort or spin");
+  if (n == 4 && memcmp(in, "late", 4) == 0) return late_call(ctx, job, in, n);
+  host->set_message(job, "iso_mixed takes ok:TEXT, segv, abort, spin or late");
   return TPOOL_STATUS_INVALID_INPUT;
 }
 
@@ -107,8 +109,8 @@ static const tpool_handler handlers[] = {
     {"iso_socket", "calls socket(2) (test plugin)", TPOOL_LANE_DEFAULT, 0, 0, socket_call},
     {"iso_pid", "outputs its process id (test plugin)", TPOOL_LANE_DEFAULT, 0, 0, pid_call},
     {"iso_late", "returns OK once cancelled (test plugin)", TPOOL_LANE_BLOCKING, 0, 0, late_call},
-    {"iso_mixed", "ok:TEXT echoes, segv/abort/spin misbehave (test plugin)", TPOOL_LANE_DEFAULT, 0,
-     0, mixed_call},
+    {"iso_mixed", "ok:TEXT echoes, segv/abort/spin/late misbehave (test plugin)",
+     TPOOL_LANE_DEFAULT, 0, 0, mixed_call},
 };
 
 static const tpool_plugin plugin = {TPOOL_PLUGIN_HEADER,

@@ -20,7 +20,8 @@
 //   daemon -> runner  kChildrenResult job {n x {status, message, output}}
 //                     kCancel    job {}                    at most once per job
 //   runner -> daemon  kResult    job {status, overflow, attempted, unknown_handler,
-//                                     message, output, run_ns (the handler call's time)}
+//                                     message, output, run_ns (the handler call's time;
+//                                     -1: not called, W6)}
 //                  or kFault     job {kind, value}         the runner dies next
 //
 // Ownership of a job (the invariants the supervisor and the runner keep):
@@ -57,6 +58,13 @@
 //       does not wait (kChildren, the last queued job's kResult), on the
 //       runner's 20 ms tick, when a kCancel comes, or once kFlushBytes are
 //       pending; several frames per write.
+//  (W6) A job whose kCancel came while it waited in the runner's queue
+//       behind its batch-mates (the daemon sends kCancel for a cancel and for
+//       a deadline) is not given to its handler when its turn comes: its
+//       kResult says so with run_ns -1, and the daemon ends it as a job that
+//       never started (the engine's E5 sentence). A job the handler already
+//       has, or one that came with its cancelled flag set (sent to a new
+//       runner after a fault), is only told (is_cancelled), as in process.
 //  (W5) kFault is written from the runner's fault path (a signal handler with
 //       one write(2) of a frame prepared on its stack), so it may be missing
 //       (the write failed or the fault was elsewhere): the daemon then words

@@ -66,6 +66,10 @@ struct InvokeResult {
   // cancelled and this call claimed it (ignored_cancellation).
   bool threw = false;
   bool ignored_cancellation = false;
+  // False when the handler was never called: an isolated job told to stop
+  // (or past its deadline) while it waited in its runner's queue behind its
+  // batch-mates (wire.h, W6). The engine ends it as a job that never started.
+  bool started = true;
 
   bool ok() const noexcept { return code == JobCode::kOk; }
 };

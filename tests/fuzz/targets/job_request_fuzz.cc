@@ -67,6 +67,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -84,6 +85,17 @@ namespace {
 
 namespace v1 = tpool::v1;
 using tpool::rpc::JobServiceImpl;
+
+// The directory is removed when the process exits, so a fuzz run or a seed
+// replay (make test) leaves nothing behind in /tmp.
+void remove_at_exit(std::string dir) {
+  static std::string to_remove;  // constructed before the handler is registered: outlives it
+  to_remove = std::move(dir);
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(to_remove, ec);
+  });
+}
 
 // How long any one step may take before the run is reported as stuck: far
 // above an echo job (microseconds), far below libFuzzer's -timeout=10.
@@ -319,6 +331,7 @@ World& world() {
     // not reach the next run (settle() expires and flushes).
     char tmpl[] = "/tmp/fuzz-job-request-store.XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) fail("cannot make the store's directory");
+    remove_at_exit(tmpl);
     tpool::store::JournalOptions jo;
     jo.path = std::string(tmpl) + "/jobs.db";
     jo.retention = std::chrono::milliseconds(0);

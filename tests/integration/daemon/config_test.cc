@@ -91,6 +91,7 @@ TEST(ConfigBinary, CheckConfigRejectsAnOutputLimitOverTheMessageLimit) {
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("server.max_output_bytes = 1073741824"), std::string::npos) << out;
   EXPECT_NE(out.find("max_message_bytes"), std::string::npos) << out;
+  std::filesystem::remove(bad);
 }
 
 TEST(Config, ErrorsNameTheKeyTheValueAndTheRange) {
@@ -234,6 +235,7 @@ TEST(ConfigBinary, CheckConfigAcceptsTheSampleAndRejectsABadFile) {
   auto [rc3, out3] = run("--check-config /nonexistent/tpoold.toml");
   EXPECT_NE(rc3, 0);
   EXPECT_NE(out3.find("/nonexistent/tpoold.toml"), std::string::npos);
+  std::filesystem::remove(bad);
 }
 
 TEST(ConfigBinary, CheckConfigRunsTheStartTimeChecksThatNeedNoNetwork) {

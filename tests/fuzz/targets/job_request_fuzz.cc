@@ -67,7 +67,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -76,6 +75,7 @@
 #include <thread>
 #include <vector>
 
+#include "fuzz_temp_dir.h"
 #include "parse.h"
 #include "tpool/engine/engine.h"
 #include "tpool/rpc/services.h"
@@ -85,17 +85,6 @@ namespace {
 
 namespace v1 = tpool::v1;
 using tpool::rpc::JobServiceImpl;
-
-// The directory is removed when the process exits, so a fuzz run or a seed
-// replay (make test) leaves nothing behind in /tmp.
-void remove_at_exit(std::string dir) {
-  static std::string to_remove;  // constructed before the handler is registered: outlives it
-  to_remove = std::move(dir);
-  std::atexit([] {
-    std::error_code ec;
-    std::filesystem::remove_all(to_remove, ec);
-  });
-}
 
 // How long any one step may take before the run is reported as stuck: far
 // above an echo job (microseconds), far below libFuzzer's -timeout=10.
@@ -329,11 +318,10 @@ World& world() {
     // The durable service: its journal in a directory of this process's own,
     // ended jobs expired at once (retention 0) so a run's keys and results do
     // not reach the next run (settle() expires and flushes).
-    char tmpl[] = "/tmp/fuzz-job-request-store.XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) fail("cannot make the store's directory");
-    remove_at_exit(tmpl);
+    const std::string dir = tpool::fuzz::temp_dir_removed_at_exit("fuzz-job-request-store");
+    if (dir.empty()) fail("cannot make the store's directory");
     tpool::store::JournalOptions jo;
-    jo.path = std::string(tmpl) + "/jobs.db";
+    jo.path = dir + "/jobs.db";
     jo.retention = std::chrono::milliseconds(0);
     auto j = tpool::store::Journal::open(jo);
     if (!j.ok()) fail("cannot open the job store:", j.status().message());

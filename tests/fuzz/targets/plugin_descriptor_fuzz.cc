@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
+#include "fuzz_temp_dir.h"
 #include "tpool/plugin_host/host.h"
 
 extern "C" {
@@ -23,23 +23,11 @@ __attribute__((visibility("default"))) std::size_t tpool_fuzz_descriptor_size = 
 
 namespace {
 
-// The directory is removed when the process exits, so a fuzz run or a seed
-// replay (make test) leaves nothing behind in /tmp.
-void remove_at_exit(std::string dir) {
-  static std::string to_remove;  // constructed before the handler is registered: outlives it
-  to_remove = std::move(dir);
-  std::atexit([] {
-    std::error_code ec;
-    std::filesystem::remove_all(to_remove, ec);
-  });
-}
-
 const std::string& staging_dir() {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/tpool-fuzz-staging.XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) std::abort();
-    remove_at_exit(tmpl);
-    return std::string(tmpl);
+    std::string d = tpool::fuzz::temp_dir_removed_at_exit("tpool-fuzz-staging");
+    if (d.empty()) std::abort();
+    return d;
   }();
   return dir;
 }

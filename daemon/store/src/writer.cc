@@ -1,4 +1,4 @@
-// The writer thread and group commit (J2-J5); the rules W1-W9 are in writer.h.
+// The writer thread and group commit (J2-J5); the rules W1-W11 are in writer.h.
 #include "writer.h"
 
 #include <pthread.h>
@@ -21,6 +21,27 @@ constexpr auto kMaxId = static_cast<std::uint64_t>(std::numeric_limits<std::int6
 
 std::string job_text(std::uint64_t id) {
   return "job " + std::to_string(id);
+}
+
+// The columns Writer::bind_job binds, in its order.
+constexpr int kJobColumns = 18;
+
+// An INSERT of `rows` jobs (W11), numbered parameters: row r's column c is
+// ?(r * kJobColumns + c).
+std::string insert_sql(std::size_t rows) {
+  std::string sql =
+      "INSERT INTO jobs (id, seq, handler, payload, idempotency_key, lane, timeout_ms, "
+      "accepted_unix_ms, not_before_unix_ms, attempt, max_attempts, backoff_base_ms, "
+      "backoff_cap_ms, state, output, message, ended_unix_ms, tag) VALUES ";
+  int p = 1;
+  for (std::size_t r = 0; r < rows; ++r) {
+    sql += r == 0 ? "(" : ", (";
+    for (int c = 0; c < kJobColumns; ++c, ++p) {
+      sql += (c == 0 ? "?" : ", ?") + std::to_string(p);
+    }
+    sql += ")";
+  }
+  return sql;
 }
 
 }  // namespace
@@ -54,7 +75,7 @@ Writer::~Writer() {
 }
 
 Status Writer::prepare() {
-  const std::pair<Stmt*, const char*> all[] = {
+  const std::pair<Stmt*, std::string> all[] = {
       // IMMEDIATE: take the write lock at BEGIN, so a busy database fails the
       // group before any of it is applied rather than at its first write.
       {&begin_, "BEGIN IMMEDIATE"},
@@ -63,11 +84,8 @@ Status Writer::prepare() {
       {&savepoint_, "SAVEPOINT accept"},
       {&release_, "RELEASE accept"},
       {&rollback_to_, "ROLLBACK TO accept"},
-      {&insert_job_,
-       "INSERT INTO jobs (id, seq, handler, payload, idempotency_key, lane, timeout_ms, "
-       "accepted_unix_ms, not_before_unix_ms, attempt, max_attempts, backoff_base_ms, "
-       "backoff_cap_ms, state, output, message, ended_unix_ms, tag) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"},
+      {&insert_job_, insert_sql(1)},
+      {&insert_jobs_, insert_sql(kInsertRows)},  // (W11)
       {&insert_label_, "INSERT INTO labels (job_id, pos, key, value) VALUES (?1, ?2, ?3, ?4)"},
       {&insert_message_, "INSERT INTO attempt_messages (job_id, message) VALUES (?1, ?2)"},
       {&state_of_, "SELECT state FROM jobs WHERE id = ?1"},
@@ -431,30 +449,55 @@ int Writer::state_of(std::uint64_t id, int& state) {
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+// Binds r as the row whose first parameter is `first` (kJobColumns of them).
+void Writer::bind_job(Stmt& s, int first, const JobRecord& r) {
+  s.bind(first, static_cast<std::int64_t>(r.id));
+  s.bind(first + 1, next_seq_++);  // (J7) acceptance order; gaps (a rolled-back accept) are fine
+  s.bind_text(first + 2, r.handler);
+  s.bind_blob(first + 3, r.payload);
+  s.bind_text(first + 4, r.idempotency_key);
+  s.bind(first + 5, r.lane);
+  s.bind(first + 6,
+         static_cast<std::int64_t>(r.timeout_ms));  // its bit pattern; decode_job undoes it
+  s.bind(first + 7, r.accepted_unix_ms);
+  s.bind(first + 8, r.not_before_unix_ms);
+  s.bind(first + 9, r.attempt);
+  s.bind(first + 10, r.max_attempts);
+  s.bind(first + 11, r.backoff_base_ms);
+  s.bind(first + 12, r.backoff_cap_ms);
+  s.bind(first + 13, static_cast<std::int64_t>(r.state));
+  s.bind_blob(first + 14, r.output);
+  s.bind_text(first + 15, r.message);
+  s.bind(first + 16, r.ended_unix_ms);
+  s.bind(first + 17, static_cast<std::int64_t>(r.tag));  // its bit pattern; decode_job undoes it
+}
+
 int Writer::insert_job(const JobRecord& r) {
-  const auto id = static_cast<std::int64_t>(r.id);
   {
     StmtScope s(insert_job_);
-    s->bind(1, id);
-    s->bind(2, next_seq_++);  // (J7) acceptance order; gaps (a rolled-back accept) are fine
-    s->bind_text(3, r.handler);
-    s->bind_blob(4, r.payload);
-    s->bind_text(5, r.idempotency_key);
-    s->bind(6, r.lane);
-    s->bind(7, static_cast<std::int64_t>(r.timeout_ms));  // its bit pattern; decode_job undoes it
-    s->bind(8, r.accepted_unix_ms);
-    s->bind(9, r.not_before_unix_ms);
-    s->bind(10, r.attempt);
-    s->bind(11, r.max_attempts);
-    s->bind(12, r.backoff_base_ms);
-    s->bind(13, r.backoff_cap_ms);
-    s->bind(14, static_cast<std::int64_t>(r.state));
-    s->bind_blob(15, r.output);
-    s->bind_text(16, r.message);
-    s->bind(17, r.ended_unix_ms);
-    s->bind(18, static_cast<std::int64_t>(r.tag));  // its bit pattern; decode_job undoes it
+    bind_job(*s, 1, r);
     if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
   }
+  return insert_extras(r);
+}
+
+// (W11) rs[0 .. kInsertRows): one statement for their rows, then their extras.
+int Writer::insert_jobs(const JobRecord* rs) {
+  {
+    StmtScope s(insert_jobs_);
+    for (std::size_t i = 0; i < kInsertRows; ++i) {
+      bind_job(*s, static_cast<int>(i) * kJobColumns + 1, rs[i]);
+    }
+    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+  }
+  for (std::size_t i = 0; i < kInsertRows; ++i) {
+    if (const int rc = insert_extras(rs[i]); rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+int Writer::insert_extras(const JobRecord& r) {
+  const auto id = static_cast<std::int64_t>(r.id);
   for (std::size_t pos = 0; pos < r.labels.size(); ++pos) {
     StmtScope s(insert_label_);
     s->bind(1, id);
@@ -490,22 +533,53 @@ int Writer::apply_accepted(Write& w, Status& own, Delta& d) {
   int rc = step_all(savepoint_);
   if (rc != SQLITE_OK) return rc;
   Delta mine;
-  for (const JobRecord& r : w.jobs) {
-    rc = insert_job(r);
+  rc = apply_accepted_rows(w, true, own, mine);
+  if (rc == SQLITE_CONSTRAINT && own.ok()) {
+    // (W11) A chunk was refused: again row by row, to name the job.
+    rc = step_all(rollback_to_);
+    if (rc != SQLITE_OK) return rc;
+    mine = Delta{};
+    rc = apply_accepted_rows(w, false, own, mine);
+  }
+  if (!own.ok()) {
+    rc = step_all(rollback_to_);
+    return rc == SQLITE_OK ? step_all(release_) : rc;
+  }
+  if (rc != SQLITE_OK) return rc;  // the whole transaction goes
+  rc = step_all(release_);
+  if (rc != SQLITE_OK) return rc;
+  d.add(mine);
+  return SQLITE_OK;
+}
+
+// The rows of an accept, in its order: chunks of kInsertRows (W11) when
+// `chunked`, then one at a time. SQLITE_CONSTRAINT with `own` still Ok: a
+// chunk was refused (the caller retries unchunked); `own` set: that row was.
+int Writer::apply_accepted_rows(const Write& w, bool chunked, Status& own, Delta& mine) {
+  const std::size_t n = w.jobs.size();
+  std::size_t i = 0;
+  if (chunked) {
+    for (; i + kInsertRows <= n; i += kInsertRows) {
+      const int rc = insert_jobs(&w.jobs[i]);
+      if (is_constraint(rc)) return SQLITE_CONSTRAINT;
+      if (rc != SQLITE_OK) return rc;
+    }
+  }
+  for (; i < n; ++i) {
+    const JobRecord& r = w.jobs[i];
+    const int rc = insert_job(r);
     if (is_constraint(rc)) {
       own = Status::InvalidArgument(job_text(r.id) + " was not recorded, nor the rest of its " +
                                     "accept: the journal already has its id or its idempotency " +
                                     "key (SQLite: " + db_.errmsg() + ")");
-      rc = step_all(rollback_to_);
-      return rc == SQLITE_OK ? step_all(release_) : rc;
+      return SQLITE_CONSTRAINT;
     }
-    if (rc != SQLITE_OK) return rc;  // the whole transaction goes
+    if (rc != SQLITE_OK) return rc;
+  }
+  for (const JobRecord& r : w.jobs) {
     mine.move(0, r.state);
     ++mine.records;
   }
-  rc = step_all(release_);
-  if (rc != SQLITE_OK) return rc;
-  d.add(mine);
   return SQLITE_OK;
 }
 

@@ -219,6 +219,53 @@ TEST(JournalOpen, AVersion1FileIsMigratedWithItsRowsIntact) {
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM jobs INDEXED BY jobs_ended WHERE state >= 4"), 0);
 }
 
+// A version 4 file (the last one with the index on jobs (seq)): three pending
+// jobs whose acceptance order (seq) is not their id order, as two threads'
+// accepts can leave them, and an ended one. After the migration the index is
+// gone, recovery still follows seq (J7, now by a sort), and an accept made
+// after the open gets a seq above every one in the file: it comes back last.
+TEST(JournalOpen, AVersion4FileIsMigratedAndRecoveryStillFollowsAcceptanceOrder) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  {
+    RawDb raw(o.path);
+    raw.exec("BEGIN");
+    for (int v = 1; v <= 4; ++v) raw.exec(std::string(schema_step_sql(v)));
+    // id, seq, handler, payload, key, lane, timeout_ms, accepted, not_before,
+    // attempt, max_attempts, backoff base, cap, state, output, message,
+    // ended_unix_ms, tag
+    raw.exec(
+        "INSERT INTO jobs VALUES (7, 30, 'echo', x'07', '', 0, 0, 1000, 0, 0, 1, 0, 0, 1, x'', '', "
+        "0, 0);"
+        "INSERT INTO jobs VALUES (8, 10, 'echo', x'08', '', 0, 0, 1000, 0, 1, 1, 0, 0, 3, x'', '', "
+        "0, 0);"
+        "INSERT INTO jobs VALUES (9, 20, 'echo', x'09', '', 0, 0, 1000, 0, 0, 1, 0, 0, 1, x'', '', "
+        "0, 0);"
+        "INSERT INTO jobs VALUES (10, 40, 'echo', x'0a', '', 0, 0, 1000, 0, 1, 1, 0, 0, 4, x'6f', "
+        "'', 2000, 0);"
+        "UPDATE meta SET value = 11 WHERE key = 'next_id';");
+    raw.exec("PRAGMA user_version = 4; COMMIT;");
+    ASSERT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_by_seq'"), 1);
+  }
+  {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    EXPECT_EQ(ids_of(j->recovered()), (std::vector<std::uint64_t>{8, 9, 7}));
+    EXPECT_EQ(j->recovered()[0].state, RecordState::kRunning);
+    ASSERT_TRUE(j->get(10));
+    EXPECT_EQ(j->get(10)->output, "o");
+    j->append_accepted({make_job(11)}, {});  // its seq: above 40
+    ASSERT_TRUE(j->flush().ok());
+  }
+  RawDb raw(o.path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.query_int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_by_seq'"), 0);
+  EXPECT_GT(raw.query_int("SELECT seq FROM jobs WHERE id = 11"), 40);
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(ids_of(j->recovered()), (std::vector<std::uint64_t>{8, 9, 7, 11}));
+}
+
 // The migration is one transaction: a step that fails leaves version 1.
 TEST(JournalOpen, AFailedMigrationLeavesTheFileAtItsVersion) {
   TempDir dir;
@@ -227,7 +274,8 @@ TEST(JournalOpen, AFailedMigrationLeavesTheFileAtItsVersion) {
   write_v1_file(o.path, "CREATE INDEX jobs_by_state_ended ON jobs (handler);");
   auto j = Journal::open(o);
   ASSERT_EQ(j.status().code(), StatusCode::kCorruption) << j.status().to_string();
-  expect_mentions(j.status(), {o.path, "version 1 to 4", "step 2", "left at version 1"});
+  expect_mentions(j.status(), {o.path, "version 1 to " + std::to_string(kSchemaVersion), "step 2",
+                               "left at version 1"});
   RawDb raw(o.path, SQLITE_OPEN_READONLY);
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), 1);
   // Step 2 created attempt_messages before it failed; the rollback took it.

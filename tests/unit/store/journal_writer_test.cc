@@ -395,6 +395,48 @@ TEST(JournalWriter, ARefusedAcceptIsUndoneAloneAndTheGroupCommits) {
   EXPECT_TRUE(j->healthy());
 }
 
+// (W11) An accept of 40 jobs goes in two multi-row INSERTs of 16 and 8 rows
+// one at a time: every field of every job round-trips, and recovery follows
+// the accept's order, which is not its ids' (J7). A repeated key in the
+// middle of a chunk refuses that accept alone and names the job, as a
+// single-row accept would.
+TEST(JournalWriter, ALargeAcceptIsRecordedWholeInOrderAndAChunksRefusalNamesItsJob) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  std::vector<JobRecord> want;
+  {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    for (std::uint64_t i = 0; i < 40; ++i) want.push_back(make_job(i % 2 == 0 ? 100 + i : 200 + i));
+    std::vector<JobRecord> bad;
+    for (std::uint64_t i = 0; i < 40; ++i) bad.push_back(make_job(300 + i));
+    bad[20].idempotency_key = want[3].idempotency_key;  // the second chunk's fifth row
+    Statuses st(3);
+    j->append_accepted(want, st.slot(0));
+    j->append_accepted(bad, st.slot(1));
+    j->append_accepted({make_job(400)}, st.slot(2));
+    EXPECT_EQ(j->flush().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(st.at(0).ok()) << st.at(0).to_string();
+    EXPECT_EQ(st.at(1).code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.at(1).message().find("job 320 was not recorded"), std::string::npos)
+        << st.at(1).message();
+    EXPECT_TRUE(st.at(2).ok()) << st.at(2).to_string();
+    for (const JobRecord& r : want) {
+      auto got = j->get(r.id);
+      ASSERT_TRUE(got) << r.id;
+      EXPECT_EQ(diff(r, *got), "") << r.id;
+    }
+    EXPECT_FALSE(j->get(300));
+    EXPECT_FALSE(j->get(339));
+    EXPECT_EQ(j->stats().pending, 41u);
+  }
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  std::vector<std::uint64_t> order = ids_of(want);
+  order.push_back(400);
+  EXPECT_EQ(ids_of(j->recovered()), order);
+}
+
 TEST(JournalWriter, AJobThatIsNotNewIsRefused) {
   TempDir dir;
   auto j = open_ok(options_for(dir.file("jobs.db")));

@@ -36,6 +36,11 @@ std::string Caller::handler_refusal(security::Method method, std::string_view ha
   return s.ok() ? std::string() : s.message();
 }
 
+bool Access::reloaded_since(const Caller& caller) const {
+  if (config_.tokens == nullptr || caller.admitted_under() == nullptr) return false;
+  return config_.tokens->snapshot().get() != caller.admitted_under();
+}
+
 Admission Access::admit(grpc::CallbackServerContext* ctx, security::Method method,
                         std::string_view handler) const {
   if (config_.tokens == nullptr) return {};  // auth off

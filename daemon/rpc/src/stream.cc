@@ -71,6 +71,17 @@
 //       request, if it came from this stream, and each deduplicated item), so
 //       every tag goes out exactly once, whichever result takes which: they
 //       are all the same job's.
+//  (S11) Credentials are checked again after a reload. Before a message's
+//       items are submitted, the stream asks Access::reloaded_since: if the
+//       token file was reloaded since the stream was admitted, the call is
+//       admitted again under the new file (its token or certificate, the
+//       Stream role). Refused (a revoked token, a removed principal or role):
+//       that message is not run and the call ends like S7, with the refusal's
+//       code (UNAUTHENTICATED or PERMISSION_DENIED) and a sentence saying so,
+//       once the jobs of the messages before it have reported. Admitted: the
+//       new Caller decides this message's items and the next ones (a changed
+//       handler allow-list applies at once). Checked per message, not per
+//       item: a message is what a client sends at once.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,12 +114,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     // Counted here whatever follows: the destructor takes it back.
     const bool over_limit =
         svc_.streams_active.fetch_add(1, std::memory_order_relaxed) >= svc_.limits().max_streams;
-    if (admission_.refused) {  // the role; each item's handler is checked in pump_locked
-      {
-        tpool::MutexLock lock(mu_);  // nobody else sees the reactor yet; for the analysis (S1)
-        transition(StreamState::kHeld, StreamState::kFinished);
-      }
-      Finish(*admission_.refused);
+    std::optional<grpc::Status> refused;
+    {
+      tpool::MutexLock lock(mu_);  // nobody else sees the reactor yet; for the analysis (S1)
+      refused = admission_.refused;
+      if (refused) transition(StreamState::kHeld, StreamState::kFinished);
+    }
+    if (refused) {  // the role; each item's handler is checked in pump_locked
+      Finish(*refused);
       return;
     }
     if (over_limit) {
@@ -160,6 +173,16 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                 std::to_string(messages_read_) +
                 " messages before it were run and their results sent, nothing after it was "
                 "read: fix the client's encoding and send the rest on a new call");
+      } else if (std::optional<grpc::Status> revoked = readmit_locked()) {  // (S11)
+        transition(StreamState::kReading, StreamState::kInputClosed);
+        end_status_ = grpc::Status(
+            revoked->error_code(),
+            "message " + std::to_string(messages_read_ + 1) +
+                " of this stream (counting from 1) was not run: the token file was reloaded "
+                "and this stream's credentials no longer admit it (" +
+                revoked->error_message() + "); the jobs of the " + std::to_string(messages_read_) +
+                " messages before it were run and their results sent, nothing after it was "
+                "read: send the rest on a new call with valid credentials");
       } else {
         ++messages_read_;
         in_.Swap(&batch);
@@ -300,6 +323,18 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
           room, std::max<std::uint64_t>(1, (l.stream_buffer_bytes - charged) / largest_result_));
     }
     return room;
+  }
+
+  // (S11) After a reload of the token file, admits the call again: the
+  // refusal to end it with, or nullopt (admission_ now holds the new Caller,
+  // or nothing was reloaded). Under mu_: admission_ is read by pump_locked;
+  // the check is a pointer comparison, the admission runs only after a reload.
+  std::optional<grpc::Status> readmit_locked() REQUIRES(mu_) {
+    if (!svc_.access().reloaded_since(admission_.caller)) return std::nullopt;
+    Admission again = svc_.access().admit(ctx_, security::Method::kStream);
+    if (again.refused) return std::move(again.refused);
+    admission_ = std::move(again);
+    return std::nullopt;
   }
 
   // Submit the waiting items of in_, in order, while the stream has room and
@@ -554,9 +589,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   JobServiceImpl& svc_;
   grpc::CallbackServerContext* ctx_;
-  // The caller, admitted once at the start; its token file snapshot decides
-  // every item of this call (access.h).
-  const Admission admission_;
+  // The caller, admitted at the start and again after a reload of the token
+  // file (S11); its snapshot decides the items of this call (access.h).
+  Admission admission_ GUARDED_BY(mu_);
   std::atomic<Ended*> ended_{nullptr};  // (S5) a Treiber stack, drained whole
   // (S10) job id -> the tag of an item deduplicated to it, one per item.
   std::unordered_multimap<std::uint64_t, std::uint64_t> dedup_tags_ GUARDED_BY(mu_);

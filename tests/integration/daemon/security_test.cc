@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "test_certs.h"
 #include "tpool/security/token_store.h"
@@ -578,6 +579,67 @@ TEST_F(ListenerSecurity, SighupReloadsTheTokenFileAndABadFileKeepsTheOldOne) {
   EXPECT_TRUE(execute(ch, late.token).ok()) << d.log();
   EXPECT_EQ(execute(ch, ci_.token).error_code(), StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(d.log().find(late.token.substr(5)), std::string::npos);
+}
+
+// (stream.cc, S11) An open Stream is admitted again after a reload of the
+// token file: a wider allow-list applies to its next message, and once its
+// token is removed the message after that is not run and the call ends
+// UNAUTHENTICATED, saying so, after the results of the messages before it.
+TEST_F(ListenerSecurity, AnOpenStreamIsCheckedAgainAfterATokenReloadAndEndsWhenRevoked) {
+  const Token worker = make_token("worker", "submit", {"echo"});
+  write_tokens(ci_.line + "\n" + worker.line + "\n");
+  DaemonProcess d(secure_config());
+  ASSERT_TRUE(d.started()) << d.log();
+  auto ch = tls_channel(d);
+  auto stub = tpool::v1::JobService::NewStub(ch);
+  grpc::ClientContext ctx;
+  bearer(ctx, worker.token);
+  auto call = stub->Stream(&ctx);
+  tpool::v1::ResultBatch rb;
+  const auto one = [&](const char* handler, std::uint64_t tag) {
+    tpool::v1::JobBatch b;
+    *b.add_jobs() = job(handler, "x", tag);
+    EXPECT_TRUE(call->Write(b));
+    tpool::v1::JobResult r;
+    if (call->Read(&rb) && rb.results_size() == 1) r = rb.results(0);
+    EXPECT_EQ(r.tag(), tag);
+    return r;
+  };
+  // Polls new calls until the reload shows (another process's work).
+  const auto until = [&](const std::function<bool()>& reloaded) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!reloaded() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);  // polling an external process, bounded
+    }
+    return reloaded();
+  };
+  // The allow-list of the start: echo only.
+  EXPECT_EQ(one("fail", 1).code(), static_cast<int>(StatusCode::PERMISSION_DENIED));
+  EXPECT_EQ(one("echo", 2).code(), 0);
+
+  // The same token, every handler allowed: the open stream's next message
+  // follows the new file.
+  std::string widened = worker.line;
+  widened.replace(widened.find(":submit:echo:"), 13, ":submit::");
+  write_tokens(ci_.line + "\n" + widened + "\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(until([&] { return execute(ch, worker.token, "fail").ok(); })) << d.log();
+  EXPECT_EQ(one("fail", 3).code(), 0);
+
+  // Revoked: worker's line is gone. The next message is not run.
+  write_tokens(ci_.line + "\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(until([&] {
+    return execute(ch, worker.token).error_code() == StatusCode::UNAUTHENTICATED;
+  })) << d.log();
+  tpool::v1::JobBatch last;
+  *last.add_jobs() = job("echo", "after", 4);
+  ASSERT_TRUE(call->Write(last));
+  EXPECT_FALSE(call->Read(&rb)) << "a result came for a message sent after the revocation";
+  EXPECT_TRUE(is(call->Finish(), StatusCode::UNAUTHENTICATED,
+                 "message 4 of this stream (counting from 1) was not run: the token file was "
+                 "reloaded and this stream's credentials no longer admit it"));
+  EXPECT_EQ(d.log().find(worker.token.substr(worker.token.find('.') + 1)), std::string::npos);
 }
 
 TEST_F(ListenerSecurity, NonLoopbackPlaintextIsRefusedUnlessAllowedAndThenWarned) {

@@ -13,8 +13,12 @@
 //
 // then Authorizer::check(principal, method, handler): PERMISSION_DENIED with
 // its sentence. A call keeps the token file's snapshot it started with
-// (TokenFile (2)): a Stream's per-item checks use the policy of the moment the
-// call began, and a SIGHUP changes only calls that start after it.
+// (TokenFile (2)), with one exception: a Stream outlives reloads, so before it
+// runs each message it asks reloaded_since() and, after a reload, is admitted
+// again under the new file (stream.cc, S11). A revoked token or a removed role
+// ends the stream at its next message; a changed allow-list applies to it.
+// Every other call ends soon enough that a SIGHUP changes only the calls that
+// start after it.
 //
 // Tokens never appear in a status message or a log line: the messages are
 // TokenStore's and Authorizer's, which never contain one.
@@ -60,6 +64,8 @@ class Caller {
   // not (PERMISSION_DENIED).
   std::string handler_refusal(security::Method method, std::string_view handler) const;
   const std::string& principal() const noexcept { return principal_; }
+  // The token file snapshot it was admitted under (nullptr: unrestricted).
+  const security::TokenStore* admitted_under() const noexcept { return store_.get(); }
 
  private:
   Caller() = default;
@@ -84,6 +90,10 @@ class Access {
                   std::string_view handler = {}) const;
 
   bool auth_on() const noexcept { return config_.tokens != nullptr; }
+  // Whether the token file was reloaded since `caller` was admitted: its
+  // admission may no longer hold. False for an unrestricted caller (auth off,
+  // or the service user on the admin socket): nothing to revoke.
+  bool reloaded_since(const Caller& caller) const;
 
  private:
   AccessConfig config_;

@@ -43,9 +43,9 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
       id_(id),
       spec_(std::move(spec)),
       handler_(std::move(handler)),
-      lane_(lane),
       group_cancel_(group_cancel),
-      first_waiter_(first_waiter) {
+      first_waiter_(first_waiter),
+      lane_(lane) {
   if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
 }
 

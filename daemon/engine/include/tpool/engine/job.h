@@ -78,36 +78,39 @@ std::string_view to_string(JobState s) noexcept;
 // Which lane a request asked for.
 enum class LaneChoice : std::uint8_t { kHandlerHint, kDefault, kBlocking };
 
-// A request, free of protocol types.
+// A request, free of protocol types. The fields of one byte and the 32-bit
+// one come last, together: 176 bytes instead of 200 with the padding
+// between them (docs/benchmarks.md, "Memory per job").
 struct JobSpec {
   std::string handler;
   std::string payload;
-  LaneChoice lane = LaneChoice::kHandlerHint;
   // Absolute deadline (job timeout and call deadline, the earlier); max: none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::string idempotency_key;
   std::vector<std::pair<std::string, std::string>> labels;
-  // Keep the job in the result store for Wait/Get/Cancel (Submit). A job with
-  // an idempotency key is always retained.
-  bool retain = false;
   std::uint64_t tag = 0;  // the client's correlation tag (Stream), carried through
-  // Retries (scheduler.h): the most attempts (1 = no retry), and the
-  // backoff before attempt n+1: uniform in [0, min(cap, base * 2^(n-1))]
-  // ("full jitter"). base 0: the next attempt is queued at once. A field
-  // left at 0 takes the handler's policy (EngineLimits::retry,
-  // handler_retry) at admission, so max_attempts is >= 1 from then on.
-  std::uint32_t max_attempts = 0;
+  // Retries (scheduler.h): the most attempts (max_attempts below; 1 = no
+  // retry), and the backoff before attempt n+1: uniform in
+  // [0, min(cap, base * 2^(n-1))] ("full jitter"). base 0: the next attempt
+  // is queued at once. A field left at 0 takes the handler's policy
+  // (EngineLimits::retry, handler_retry) at admission, so max_attempts is
+  // >= 1 from then on.
   std::chrono::milliseconds backoff_base{0};
   std::chrono::milliseconds backoff_cap{0};
   // A delayed job: the first attempt is queued this long after acceptance
   // (0: at once). The job is SCHEDULED until then.
   std::chrono::milliseconds delay{0};
-  // Durable (docs/store.md): acknowledged only once the journal committed
-  // it, replayed after a restart. Admission ORs in the [store] defaults.
-  bool durable = false;
   // The request's own timeout (0: none), kept for a replay's new deadline;
   // deadline above is what this run enforces.
   std::chrono::milliseconds timeout{0};
+  std::uint32_t max_attempts = 0;  // see the retries above
+  LaneChoice lane = LaneChoice::kHandlerHint;
+  // Keep the job in the result store for Wait/Get/Cancel (Submit). A job with
+  // an idempotency key is always retained.
+  bool retain = false;
+  // Durable (docs/store.md): acknowledged only once the journal committed
+  // it, replayed after a restart. Admission ORs in the [store] defaults.
+  bool durable = false;
 };
 
 class Job;
@@ -213,14 +216,10 @@ class Job final : public plugin_host::JobServices {
   // as long as its unfinished jobs, not as long as their retained results.
   // Nothing reads it after the job ended (Retry submits anew by name).
   plugin_host::HandlerRef handler_;
-  const Lane lane_;
   // Set by the call that owns a group of jobs (a Stream): cancelling the call
   // cancels them all. May be null. Outlives the job's report (inv 6).
   const std::atomic<bool>* group_cancel_;
-  mutable std::atomic<std::uint32_t> group_readers_{0};  // (inv 6)
-  std::atomic<bool> group_detached_{false};              // (inv 6)
   CancelToken token_;
-  std::atomic<JobState> state_{JobState::kQueued};
   const Clock::time_point accepted_ = Clock::now();
   // A job rebuilt from a journal record (durable.cc, D4 replay, D5 an ended
   // record): when it was first accepted, wall-clock ms; 0 = accepted_ is.
@@ -241,10 +240,6 @@ class Job final : public plugin_host::JobServices {
   std::vector<std::pair<DoneFn, void*>> more_waiters_ GUARDED_BY(mu_);  // (inv 3)
   double progress_ GUARDED_BY(mu_) = 0;
   std::string progress_note_ GUARDED_BY(mu_);
-  // Attempts started: incremented by the worker as an attempt starts
-  // (QUEUED -> RUNNING); relaxed: a figure, and the worker's own reads are
-  // program-ordered.
-  std::atomic<std::uint32_t> attempt_{0};
   std::vector<std::string> attempt_messages_ GUARDED_BY(mu_);
 
   // Idempotency: a repeat of the key must name the same handler and payload;
@@ -259,6 +254,25 @@ class Job final : public plugin_host::JobServices {
   // This handler's counters in the engine (entries are never erased, so the
   // pointer stays valid for the engine's life); set before submission.
   HandlerCounters* counters_ = nullptr;
+  // (E4, inv 5) guarded by the engine's enforce_mu_: when the deadline thread
+  // first saw the job told to stop (steady ns; 0: not yet). Touched only
+  // through Engine::stop_seen/set_stop_seen, which REQUIRE enforce_mu_ (the
+  // annotation cannot name the engine's mutex from here: Engine is
+  // incomplete in this header).
+  std::int64_t stop_seen_ns_ = 0;
+
+  // The fields of four bytes and of one, together after everything wider: 16
+  // bytes where, spread out, their padding made them 48 (docs/benchmarks.md,
+  // "Memory per job"). Each is initialised by default or by the constructor
+  // from its parameters, never from another member.
+  mutable std::atomic<std::uint32_t> group_readers_{0};  // (inv 6)
+  // Attempts started: incremented by the worker as an attempt starts
+  // (QUEUED -> RUNNING); relaxed: a figure, and the worker's own reads are
+  // program-ordered.
+  std::atomic<std::uint32_t> attempt_{0};
+  const Lane lane_;
+  std::atomic<bool> group_detached_{false};  // (inv 6)
+  std::atomic<JobState> state_{JobState::kQueued};
   bool retained_ = false;  // set before submission, then read-only
   bool durable_ = false;   // set before submission, then read-only (durable.cc)
   // Set by cancel() (a client's Cancel), never cleared: a durable job that
@@ -266,12 +280,6 @@ class Job final : public plugin_host::JobServices {
   // client asked (durable.cc, D7). relaxed: read by the thread that ends the
   // job, which the cancel itself caused or which saw the token.
   std::atomic<bool> cancel_requested_{false};
-  // (E4, inv 5) guarded by the engine's enforce_mu_: when the deadline thread
-  // first saw the job told to stop (steady ns; 0: not yet). Touched only
-  // through Engine::stop_seen/set_stop_seen, which REQUIRE enforce_mu_ (the
-  // annotation cannot name the engine's mutex from here: Engine is
-  // incomplete in this header).
-  std::int64_t stop_seen_ns_ = 0;
   // Whether the handler call was counted as ignoring cancellation, by the
   // engine (it overstayed cancel_grace) or by the host (it returned OK after
   // cancellation), whichever came first: exchanged to true by the counter,

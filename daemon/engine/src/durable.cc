@@ -282,7 +282,9 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
     MutexLock lock(job->mu_);
     job->output_ = r.output;
     job->message_ = r.message;
-    if (r.max_attempts > 1) job->attempt_messages_ = r.attempt_messages;
+    if (r.max_attempts > 1 && !r.attempt_messages.empty()) {
+      job->extras_locked().attempt_messages = r.attempt_messages;
+    }
   }
   job->state_.store(job_state(r.state), std::memory_order_release);  // (inv 2) not yet shared
   return job;
@@ -357,7 +359,7 @@ std::size_t Engine::recover() {
     job->attempt_.store(r.attempt, std::memory_order_relaxed);
     {
       MutexLock lock(job->mu_);
-      job->attempt_messages_ = std::move(history);
+      if (!history.empty()) job->extras_locked().attempt_messages = std::move(history);
     }
     job->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
     store_->put(job);

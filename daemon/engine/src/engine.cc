@@ -231,7 +231,8 @@ struct JobTask {
         // Every attempt's outcome is kept; the final message says how many ran.
         {
           MutexLock lock(job.mu_);
-          job.attempt_messages_.push_back("attempt " + std::to_string(attempt) + ": " + r.message);
+          job.extras_locked().attempt_messages.push_back("attempt " + std::to_string(attempt) +
+                                                         ": " + r.message);
         }
         const char* why = attempt >= job.spec_.max_attempts ? ""
                           : !plugin_host::is_retryable(r.code)

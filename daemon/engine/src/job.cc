@@ -71,7 +71,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
     finished_ns_.store(now_ns(), std::memory_order_relaxed);
     if (!transition(from, to)) return false;                   // a worker started it meanwhile
     first = std::exchange(first_waiter_, {nullptr, nullptr});  // (inv 3)
-    more.swap(more_waiters_);
+    if (extras_) more.swap(extras_->more_waiters);
   }
   engine_.on_job_final(*this);
   if (first.first != nullptr) first.first(first.second, *this);
@@ -82,7 +82,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
 bool Job::reschedule(std::string attempt_message) {
   MutexLock lock(mu_);  // (inv 1) serialised with finish(), as the deadline thread's
   if (state_.load(std::memory_order_acquire) != JobState::kRunning) return false;
-  attempt_messages_.push_back(std::move(attempt_message));
+  extras_locked().attempt_messages.push_back(std::move(attempt_message));
   return transition(JobState::kRunning, JobState::kScheduled);
 }
 
@@ -92,7 +92,7 @@ bool Job::end_scheduled(JobState to, std::string message) {
 
 std::vector<std::string> Job::attempt_messages() const {
   MutexLock lock(mu_);
-  return attempt_messages_;
+  return extras_ ? extras_->attempt_messages : std::vector<std::string>{};
 }
 
 bool Job::add_waiter(DoneFn fn, void* user) {
@@ -101,7 +101,7 @@ bool Job::add_waiter(DoneFn fn, void* user) {
   if (first_waiter_.first == nullptr) {
     first_waiter_ = {fn, user};
   } else {
-    more_waiters_.emplace_back(fn, user);
+    extras_locked().more_waiters.emplace_back(fn, user);
   }
   return true;
 }
@@ -112,9 +112,11 @@ bool Job::remove_waiter(DoneFn fn, void* user) {
     first_waiter_ = {nullptr, nullptr};
     return true;
   }
-  auto it = std::find(more_waiters_.begin(), more_waiters_.end(), std::make_pair(fn, user));
-  if (it == more_waiters_.end()) return false;
-  more_waiters_.erase(it);
+  if (!extras_) return false;
+  auto& more = extras_->more_waiters;
+  auto it = std::find(more.begin(), more.end(), std::make_pair(fn, user));
+  if (it == more.end()) return false;
+  more.erase(it);
   return true;
 }
 
@@ -141,7 +143,7 @@ std::string Job::scheduled_message(bool deadline) const {
   std::string last;
   {
     MutexLock lock(mu_);
-    if (!attempt_messages_.empty()) last = attempt_messages_.back();
+    if (extras_ && !extras_->attempt_messages.empty()) last = extras_->attempt_messages.back();
   }
   return "job " + std::to_string(id_) + " (" + spec_.handler + ") " +
          (deadline ? "timed out" : "was cancelled") + " while waiting to retry after attempt " +
@@ -191,12 +193,15 @@ std::chrono::microseconds Job::run_time() const noexcept {
 
 std::pair<double, std::string> Job::progress_snapshot() const {
   MutexLock lock(mu_);
-  return {progress_, progress_note_};
+  if (!extras_) return {0, std::string()};
+  return {extras_->progress, extras_->progress_note};
 }
 
 std::size_t Job::retained_bytes() const noexcept {
   // The fixed part is an estimate of the Job object and its map entries:
-  // picked by hand (sizeof(Job) is about 400 bytes on x86-64).
+  // picked by hand (sizeof(Job) is 472 bytes on x86-64 with GCC 12; with its
+  // control block and the result store's entry a retained job measured ~630
+  // bytes of RSS, docs/benchmarks.md, "Memory per job").
   std::size_t labels = 0;
   for (const auto& [k, v] : spec_.labels) labels += k.size() + v.size();
   // A job that did not succeed keeps its payload for Retry (engine.cc); a
@@ -263,9 +268,10 @@ void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {
 void Job::progress(double fraction, std::string_view note) noexcept {
   try {
     MutexLock lock(mu_);
-    progress_ = fraction;
-    progress_note_.assign(note);
-  } catch (...) {  // bad_alloc for the note: keep the old one
+    Extras& x = extras_locked();
+    x.progress = fraction;
+    x.progress_note.assign(note);
+  } catch (...) {  // bad_alloc for the block or the note: keep the old ones
   }
 }
 

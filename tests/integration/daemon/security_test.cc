@@ -593,6 +593,9 @@ TEST_F(ListenerSecurity, AnOpenStreamIsCheckedAgainAfterATokenReloadAndEndsWhenR
   auto ch = tls_channel(d);
   auto stub = tpool::v1::JobService::NewStub(ch);
   grpc::ClientContext ctx;
+  // Bounded: if the stream were not ended at the revoked message, Finish
+  // would wait for it; the deadline makes that a failure, not a hang.
+  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
   bearer(ctx, worker.token);
   auto call = stub->Stream(&ctx);
   tpool::v1::ResultBatch rb;

@@ -420,6 +420,24 @@ struct AsyncCall {
   Rep reply;
   std::function<void(Result<JobResult>)> done;
 };
+
+// The end of an AsyncCall, on the gRPC thread that runs its callback. The
+// call (its ClientContext, which holds a reference to the channel) is
+// destroyed before `done` runs, so a caller that destroys its Client once its
+// last callback has run drops the channel's last reference on its own thread.
+// Dropped here instead, the last reference would shut down gRPC's callback
+// completion queue from one of that queue's own threads, which cannot join
+// itself: a double free at exit (seen under ASan in tpoolctl bench, ~1 run in
+// 30 of secure.Tpoolctl.BenchEveryMode; grpc/grpc#32584 describes the join).
+template <class Req>
+void end_async(AsyncCall<Req, tpool::v1::JobResult>* c, const grpc::Status& s) {
+  std::unique_ptr<AsyncCall<Req, tpool::v1::JobResult>> own(c);
+  Result<JobResult> r = s.ok() ? Result<JobResult>(from_proto(own->reply))
+                               : Result<JobResult>(detail::to_error(s, &own->ctx));
+  std::function<void(Result<JobResult>)> done = std::move(own->done);
+  own.reset();
+  done(std::move(r));
+}
 }  // namespace
 
 void Client::execute_async(const Job& job, std::function<void(Result<JobResult>)> done,
@@ -428,14 +446,8 @@ void Client::execute_async(const Job& job, std::function<void(Result<JobResult>)
   impl_->prepare(c->ctx, impl_->deadline_of(call));
   c->request = to_proto(job);
   c->done = std::move(done);
-  impl_->jobs->async()->Execute(&c->ctx, &c->request, &c->reply, [c](grpc::Status s) {
-    std::unique_ptr<AsyncCall<tpool::v1::JobRequest, tpool::v1::JobResult>> own(c);
-    if (s.ok()) {
-      own->done(from_proto(own->reply));
-    } else {
-      own->done(detail::to_error(s, &own->ctx));
-    }
-  });
+  impl_->jobs->async()->Execute(&c->ctx, &c->request, &c->reply,
+                                [c](grpc::Status s) { end_async(c, s); });
 }
 
 Result<std::uint64_t> Client::submit(const Job& job, const CallOptions& call) const {
@@ -518,14 +530,8 @@ void Client::wait_async(std::uint64_t job_id, std::function<void(Result<JobResul
   impl_->prepare(c->ctx, impl_->deadline_of(call));
   c->request.set_job_id(job_id);
   c->done = std::move(done);
-  impl_->jobs->async()->Wait(&c->ctx, &c->request, &c->reply, [c](grpc::Status s) {
-    std::unique_ptr<AsyncCall<tpool::v1::WaitRequest, tpool::v1::JobResult>> own(c);
-    if (s.ok()) {
-      own->done(from_proto(own->reply));
-    } else {
-      own->done(detail::to_error(s, &own->ctx));
-    }
-  });
+  impl_->jobs->async()->Wait(&c->ctx, &c->request, &c->reply,
+                             [c](grpc::Status s) { end_async(c, s); });
 }
 
 Result<JobStatus> Client::get(std::uint64_t job_id, const CallOptions& call) const {
@@ -601,14 +607,7 @@ void Client::wait_async(const JobRef& ref, std::function<void(Result<JobResult>)
   c->request.set_job_id(ref.job_id);
   c->request.set_replica(ref.replica);
   c->done = std::move(done);
-  (*stub)->async()->Wait(&c->ctx, &c->request, &c->reply, [c](grpc::Status s) {
-    std::unique_ptr<AsyncCall<tpool::v1::WaitRequest, tpool::v1::JobResult>> own(c);
-    if (s.ok()) {
-      own->done(from_proto(own->reply));
-    } else {
-      own->done(detail::to_error(s, &own->ctx));
-    }
-  });
+  (*stub)->async()->Wait(&c->ctx, &c->request, &c->reply, [c](grpc::Status s) { end_async(c, s); });
 }
 
 Result<JobStatus> Client::get(const JobRef& ref, const CallOptions& call) const {

@@ -85,6 +85,34 @@ TEST_F(ClientLib, ExecuteAsyncCallsBackOnce) {
   EXPECT_EQ(r->output, "async");
 }
 
+// (end_async in client.cc) An asynchronous call's context, which holds a
+// reference to the channel, is gone before its callback runs: a caller that
+// destroys its Client once the last callback has run then drops the
+// channel's last reference on its own thread, never on gRPC's callback
+// thread (there it shuts down the callback queue from that queue's own
+// thread: a double free at exit, seen in tpoolctl bench under ASan).
+TEST_F(ClientLib, AnAsyncCallDropsItsChannelReferenceBeforeItsCallback) {
+  auto client = std::make_unique<Client>(at(*daemon_));
+  const std::weak_ptr<grpc::Channel> channel = client->channel();
+  const long idle = channel.use_count();
+  std::promise<long> seen;
+  client->execute_async(job_of("echo", "x"), [&](auto r) {
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    seen.set_value(channel.use_count());
+  });
+  EXPECT_EQ(seen.get_future().get(), idle);
+  auto ref = client->submit(job_of("echo", "y"));
+  ASSERT_TRUE(ref.ok()) << ref.error().to_string();
+  std::promise<long> waited;
+  client->wait_async(*ref, [&](auto r) {
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    waited.set_value(channel.use_count());
+  });
+  EXPECT_EQ(waited.get_future().get(), idle);
+  client.reset();
+  EXPECT_TRUE(channel.expired());
+}
+
 TEST_F(ClientLib, UnknownHandlerIsNotFound) {
   auto r = c().execute(job_of("no_such_handler", "x"));
   ASSERT_FALSE(r.ok());

@@ -33,3 +33,16 @@ function(tpool_add_gtest_variant target)
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
                                   ENVIRONMENT "${T_ENVIRONMENT}")
 endfunction()
+
+# tpool_test_without_openssl_atexit(<target>...)
+#
+# Links tests/integration/openssl_no_atexit.cc into each target: OpenSSL's
+# exit-time cleanup off in a test process that talks TLS through gRPC (the
+# file says why).
+function(tpool_test_without_openssl_atexit)
+  find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+  foreach(t IN LISTS ARGN)
+    target_sources(${t} PRIVATE "${PROJECT_SOURCE_DIR}/tests/integration/openssl_no_atexit.cc")
+    target_link_libraries(${t} PRIVATE OpenSSL::Crypto)
+  endforeach()
+endfunction()

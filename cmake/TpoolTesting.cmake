@@ -40,9 +40,8 @@ endfunction()
 # exit-time cleanup off in a test process that talks TLS through gRPC (the
 # file says why).
 function(tpool_test_without_openssl_atexit)
-  find_package(OpenSSL REQUIRED COMPONENTS Crypto)
   foreach(t IN LISTS ARGN)
     target_sources(${t} PRIVATE "${PROJECT_SOURCE_DIR}/tests/integration/openssl_no_atexit.cc")
-    target_link_libraries(${t} PRIVATE OpenSSL::Crypto)
+    target_link_libraries(${t} PRIVATE tpool::security)
   endforeach()
 endfunction()

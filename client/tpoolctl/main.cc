@@ -1,6 +1,5 @@
 // tpoolctl: the command line of tpoold. Parses the command line, prints help,
 // dispatches to a subcommand (commands.cc, bench.cc).
-#include <openssl/crypto.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 
 #include "cli.h"
 #include "tpool/common/admin_address.h"
+#include "tpool/security/process.h"
 
 namespace tpoolctl {
 namespace {
@@ -420,12 +420,9 @@ int run(int argc, char** argv) {
 }  // namespace tpoolctl
 
 int main(int argc, char** argv) {
-  // OpenSSL's exit-time cleanup (an atexit handler) frees its thread-local
-  // keys while gRPC's threads may still be running; their thread-local
-  // destructors then free the same blocks again: a double free at exit, seen
-  // under ASan in secure.Tpoolctl.BenchEveryMode (~1 run in 3 before this).
-  // Without the handler the process exits with OpenSSL's state intact; the
-  // kernel takes it back. First, before gRPC initialises OpenSSL.
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  // First, before gRPC initialises OpenSSL (process.h says why): without it,
+  // secure.Tpoolctl.BenchEveryMode under ASan failed ~1 run in 3 with a
+  // double free at exit.
+  tpool::security::keep_openssl_state_at_exit();
   return tpoolctl::run(argc, argv);
 }

@@ -1,4 +1,5 @@
 #include "crypto.h"
+#include "tpool/security/process.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -65,3 +66,11 @@ bool hex_decode(std::string_view hex, std::uint8_t* out, std::size_t n) noexcept
 }
 
 }  // namespace tpool::security::detail
+
+namespace tpool::security {
+
+bool keep_openssl_state_at_exit() noexcept {
+  return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+}
+
+}  // namespace tpool::security

@@ -472,25 +472,17 @@ void Writer::bind_job(Stmt& s, int first, const JobRecord& r) {
   s.bind(first + 17, static_cast<std::int64_t>(r.tag));  // its bit pattern; decode_job undoes it
 }
 
-int Writer::insert_job(const JobRecord& r) {
+// rs[0 .. n) in one statement (insert_job_ for one row, insert_jobs_ for
+// kInsertRows: W11), then their labels and attempt messages.
+int Writer::insert_rows(Stmt& stmt, const JobRecord* rs, std::size_t n) {
   {
-    StmtScope s(insert_job_);
-    bind_job(*s, 1, r);
-    if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
-  }
-  return insert_extras(r);
-}
-
-// (W11) rs[0 .. kInsertRows): one statement for their rows, then their extras.
-int Writer::insert_jobs(const JobRecord* rs) {
-  {
-    StmtScope s(insert_jobs_);
-    for (std::size_t i = 0; i < kInsertRows; ++i) {
+    StmtScope s(stmt);
+    for (std::size_t i = 0; i < n; ++i) {
       bind_job(*s, static_cast<int>(i) * kJobColumns + 1, rs[i]);
     }
     if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
   }
-  for (std::size_t i = 0; i < kInsertRows; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (const int rc = insert_extras(rs[i]); rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
@@ -560,14 +552,14 @@ int Writer::apply_accepted_rows(const Write& w, bool chunked, Status& own, Delta
   std::size_t i = 0;
   if (chunked) {
     for (; i + kInsertRows <= n; i += kInsertRows) {
-      const int rc = insert_jobs(&w.jobs[i]);
+      const int rc = insert_rows(insert_jobs_, &w.jobs[i], kInsertRows);
       if (is_constraint(rc)) return SQLITE_CONSTRAINT;
       if (rc != SQLITE_OK) return rc;
     }
   }
   for (; i < n; ++i) {
     const JobRecord& r = w.jobs[i];
-    const int rc = insert_job(r);
+    const int rc = insert_rows(insert_job_, &r, 1);
     if (is_constraint(rc)) {
       own = Status::InvalidArgument(job_text(r.id) + " was not recorded, nor the rest of its " +
                                     "accept: the journal already has its id or its idempotency " +

@@ -205,8 +205,7 @@ class Writer {
   static void fold(Group& g, std::size_t from);  // (W7)
   int apply(Write& w, Status& own, Delta& d);
   int apply_accepted(Write& w, Status& own, Delta& d);
-  int insert_job(const JobRecord& r);
-  int insert_jobs(const JobRecord* rs);   // (W11) kInsertRows of them
+  int insert_rows(Stmt& stmt, const JobRecord* rs, std::size_t n);  // (W11)
   int insert_extras(const JobRecord& r);  // its labels and attempt messages
   void bind_job(Stmt& s, int first, const JobRecord& r);
   int apply_accepted_rows(const Write& w, bool chunked, Status& own, Delta& mine);

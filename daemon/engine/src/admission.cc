@@ -99,6 +99,9 @@ struct Engine::Admission {
   bool stop_when_full;
   bool ack_by_result;               // (D8)
   std::size_t stop = specs.size();  // the first item refused for room (A1)
+  // Every job of the call is accepted at this one reading (its wait time
+  // starts here): one clock read per call, not per job (issue 19).
+  const Job::Clock::time_point accepted_at = Job::Clock::now();
 
   // The run: jobs built and admitted, not yet handed to the pool.
   std::vector<std::shared_ptr<Job>> run;
@@ -212,7 +215,7 @@ struct Engine::Admission {
     }
     const auto delay = specs[i].delay;
     std::shared_ptr<Job> j = e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters,
-                                        group_cancel, done, user);
+                                        group_cancel, done, user, accepted_at);
     j->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
     if (j->durable_) {                                                 // (A8, D1)
       if (auto err = e.commit_accepted(std::span<const std::shared_ptr<Job>>(&j, 1))) {
@@ -235,7 +238,7 @@ struct Engine::Admission {
     run_lane = item_lane;
     run_durable = specs[i].durable;
     run.push_back(e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters, group_cancel,
-                             done, user));
+                             done, user, accepted_at));
     run_index.push_back(i);
   }
 
@@ -553,7 +556,7 @@ Lane Engine::lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexc
 std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
                                       HandlerCounters& counters,
                                       const std::atomic<bool>* group_cancel, DoneFn done,
-                                      void* user) {
+                                      void* user, Job::Clock::time_point accepted) {
   const std::size_t hash =
       spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
   // (D5) a durable job is always retained: look-ups find it in memory while it lives.
@@ -566,7 +569,8 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
   // the client dropped) does not cancel it.
   auto job = std::make_shared<Job>(
       *this, id, std::move(spec), std::move(handler), lane, durable ? nullptr : group_cancel,
-      done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr});
+      done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr},
+      accepted);
   job->payload_hash_ = hash;
   job->counters_ = &counters;
   job->retained_ = retain;

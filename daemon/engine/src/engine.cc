@@ -84,18 +84,18 @@ struct JobTask {
       if (limit > 1) {
         run_batch(std::move(self), std::move(next), limit);
       } else {
-        start(job, self);
-        end_attempt(self, execute(job));
+        const auto now = Job::Clock::now();  // the attempt's one clock read before its handler
+        start(job, self, now);
+        end_attempt(self, execute(job, now));
       }
     }  // else: cancelled while queued, already final, or started by a batch (inv 1, E7)
     release(e);
   }
 
-  // The job is RUNNING (this worker's CAS): its attempt starts.
-  static void start(Job& job, const std::shared_ptr<Job>& self) {
+  // The job is RUNNING (this worker's CAS): its attempt starts at `now`.
+  static void start(Job& job, const std::shared_ptr<Job>& self, Job::Clock::time_point now) {
     Engine& e = job.engine_;
-    job.started_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
-                          std::memory_order_relaxed);
+    job.started_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
     if (job.durable_) e.journal_started(job);              // (D3)
     e.enter_running(self);                                 // (E4)
@@ -131,10 +131,11 @@ struct JobTask {
     std::vector<std::size_t> of_call;  // calls[k] is jobs[of_call[k]]
     calls.reserve(jobs.size());
     of_call.reserve(jobs.size());
+    const auto now = Job::Clock::now();  // every job of the batch starts here (E7)
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Job& job = *jobs[i];
-      start(job, jobs[i]);
-      if (job.is_cancelled()) {  // as execute() checks before the handler
+      start(job, jobs[i], now);
+      if (job.is_cancelled_at(now)) {  // as execute() checks before the handler
         end_unstarted(job, JobState::kRunning);
         end_attempt(jobs[i], false);
         continue;
@@ -180,9 +181,12 @@ struct JobTask {
                       job.unstarted_message(deadline));
   }
 
-  // Runs one attempt; true when the job was rescheduled for another (E6).
-  static bool execute(Job& job) {
-    if (job.is_cancelled()) {  // after the pool's check: the group flag, cancel_all, a race
+  // Runs one attempt, started at `now`; true when the job was rescheduled
+  // for another (E6).
+  static bool execute(Job& job, Job::Clock::time_point now) {
+    // After the pool's check: the group flag, cancel_all, a race. The
+    // deadline is judged at the start stamp just taken (no second read).
+    if (job.is_cancelled_at(now)) {
       end_unstarted(job, JobState::kRunning);
       return false;
     }

@@ -38,12 +38,14 @@ std::int64_t now_ns() noexcept {
 }  // namespace
 
 Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
-         const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter)
+         const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter,
+         Clock::time_point accepted)
     : engine_(engine),
       id_(id),
       spec_(std::move(spec)),
       handler_(std::move(handler)),
       group_cancel_(group_cancel),
+      accepted_(accepted),
       first_waiter_(first_waiter),
       lane_(lane) {
   if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
@@ -212,7 +214,14 @@ std::size_t Job::retained_bytes() const noexcept {
 }
 
 bool Job::is_cancelled() const noexcept {
-  if (token_.is_cancelled()) return true;
+  return token_.is_cancelled() || group_or_all_cancelled();
+}
+
+bool Job::is_cancelled_at(Clock::time_point now) const noexcept {
+  return token_.reason_at(now) != CancelToken::Reason::kNone || group_or_all_cancelled();
+}
+
+bool Job::group_or_all_cancelled() const noexcept {
   // relaxed: a flag polled repeatedly; a late observation only delays the
   // handler's stop by one poll.
   if (group_cancel_ != nullptr) {

@@ -140,6 +140,14 @@ CancelToken::Reason CancelToken::reason() const noexcept {
   return Reason::kNone;
 }
 
+CancelToken::Reason CancelToken::reason_at(Clock::time_point now) const noexcept {
+  // Acquire loads: as in reason().
+  if (cancelled_.load(std::memory_order_acquire)) return Reason::kCancelled;
+  const std::int64_t d = deadline_ns_.load(std::memory_order_acquire);
+  if (d != INT64_MAX && now.time_since_epoch().count() >= d) return Reason::kDeadline;
+  return Reason::kNone;
+}
+
 // Lifetime: a WaitGroup usually lives on its waiter's stack and dies as soon
 // as wait() returns, so the last done() must not touch the group after a
 // waiter can see zero. Every decrement but the last is a CAS that leaves the

@@ -418,6 +418,19 @@ class Pool::Impl {
     if (cfg.clock != nullptr) return cfg.clock->now().count();
     return std::chrono::steady_clock::now().time_since_epoch().count();
   }
+  // Whether a task's token stops it, judged at `stamp` (its start, from
+  // now_ns()) when that is a steady_clock reading: no second clock read per
+  // task. A deadline that passes between the stamp and this check (at most
+  // the few hundred ns a chained stamp is old, run_task) lets the task start;
+  // its handler sees the deadline at its next poll. With an injected clock
+  // or without timestamps the token reads steady_clock itself.
+  bool cancelled_at(const CancelToken& token, std::int64_t stamp) const noexcept {
+    if (kTimestamps && cfg.clock == nullptr) {
+      return token.reason_at(CancelToken::Clock::time_point(CancelToken::Clock::duration(stamp))) !=
+             CancelToken::Reason::kNone;
+    }
+    return token.is_cancelled();
+  }
 
   // ---- configuration, fixed after create() ----
   Config cfg;  // Config::resolved(): every default filled in

@@ -190,13 +190,6 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
   // this worker runs it, and that task's own entry finds it claimed or
   // stale and is dropped. Giving it back instead could lose it: its own
   // entry may already have been dropped while we held the claim.
-  if (d.cancel != nullptr && d.cancel->is_cancelled()) {
-    w->own.last_end_fresh = false;  // on_cancel's time is no task's
-    if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
-    finish(w, idx, DescState::kCancelled);
-    return;
-  }
-  const auto l = static_cast<std::size_t>(d.lane);
   Descriptor* const outer = tls.current;  // help_wait runs tasks inside a task
   std::int64_t start = 0;
   if constexpr (kTimestamps) {
@@ -207,6 +200,15 @@ void Pool::Impl::run_task(Worker* w, Entry e) {
     // stamp is older than the outer task's start.
     start = outer == nullptr && w->own.last_end_fresh ? w->own.last_end_ns : now_ns();
     w->own.last_end_fresh = false;
+  }
+  if (d.cancel != nullptr && cancelled_at(*d.cancel, start)) {
+    w->own.last_end_fresh = false;  // on_cancel's time is no task's
+    if (d.on_cancel != nullptr) d.on_cancel(d.ctx);
+    finish(w, idx, DescState::kCancelled);
+    return;
+  }
+  const auto l = static_cast<std::size_t>(d.lane);
+  if constexpr (kTimestamps) {
     w->wait_hist[l].record(
         static_cast<std::uint64_t>(std::max<std::int64_t>(0, start - d.submit_ns)));
   }

@@ -6,8 +6,21 @@ namespace tpool::rpc {
 
 using engine::ErrorCode;
 
-std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
-                                     std::chrono::system_clock::time_point call_deadline,
+RequestClock RequestClock::read(std::chrono::system_clock::time_point call_deadline) {
+  RequestClock c;
+  c.steady = std::chrono::steady_clock::now();
+  c.system = std::chrono::system_clock::now();
+  if (call_deadline != std::chrono::system_clock::time_point::max()) {
+    // Clamped to ~100 years so the addition cannot overflow.
+    const auto left = std::min<std::chrono::nanoseconds>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(call_deadline - c.system),
+        std::chrono::hours(24 * 365 * 100));
+    c.call_deadline = c.steady + left;
+  }
+  return c;
+}
+
+std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req, const RequestClock& clock,
                                      bool retain, engine::JobSpec& spec) {
   switch (req.lane()) {
     case tpool::v1::LANE_UNSPECIFIED:
@@ -47,26 +60,21 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
   if (req.delay_ms() != 0) {
     spec.delay = std::chrono::milliseconds(std::min<std::uint64_t>(req.delay_ms(), kMaxMs));
   } else if (req.not_before_unix_ms() != 0) {
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const auto now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock.system.time_since_epoch())
+            .count();
     const auto at =
         static_cast<std::int64_t>(std::min<std::uint64_t>(req.not_before_unix_ms(), kMaxMs));
     spec.delay = std::chrono::milliseconds(std::max<std::int64_t>(0, at - now_ms));
   }
-  auto now = std::chrono::steady_clock::now();
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (req.timeout_ms() != 0) {
     // Clamp to ~100 years so the addition cannot overflow.
     std::uint64_t ms = std::min<std::uint64_t>(req.timeout_ms(), 3'000'000'000'000ull);
-    deadline = now + std::chrono::milliseconds(ms);
+    deadline = clock.steady + std::chrono::milliseconds(ms);
     spec.timeout = std::chrono::milliseconds(ms);  // kept for a durable job's replay
   }
-  if (call_deadline != std::chrono::system_clock::time_point::max()) {
-    auto left = call_deadline - std::chrono::system_clock::now();
-    deadline = std::min(deadline, now + std::chrono::duration_cast<std::chrono::nanoseconds>(left));
-  }
-  spec.deadline = deadline;
+  spec.deadline = std::min(deadline, clock.call_deadline);
   return std::nullopt;
 }
 

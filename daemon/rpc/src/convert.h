@@ -14,11 +14,33 @@
 
 namespace tpool::rpc {
 
+// The clocks of one request, or of one Stream message, read once for all of
+// its jobs (issue 19: no clock read per job). Each job's deadline and delay
+// are computed from these readings, so the jobs of one message share them.
+struct RequestClock {
+  std::chrono::steady_clock::time_point steady;
+  std::chrono::system_clock::time_point system;
+  // The call's deadline on the steady clock; max() for none.
+  std::chrono::steady_clock::time_point call_deadline =
+      std::chrono::steady_clock::time_point::max();
+
+  // call_deadline: the call's (ServerContext::deadline()), or max() for a
+  // call without one or whose jobs outlive it.
+  static RequestClock read(std::chrono::system_clock::time_point call_deadline =
+                               std::chrono::system_clock::time_point::max());
+};
+
 // Fills spec from req; the job's deadline is the earlier of req.timeout_ms and
-// the call's deadline. An error for a lane outside the enum.
-std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
-                                     std::chrono::system_clock::time_point call_deadline,
+// the call's deadline, both counted from `clock`. An error for a lane outside
+// the enum, or for both delay_ms and not_before_unix_ms set.
+std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req, const RequestClock& clock,
                                      bool retain, engine::JobSpec& spec);
+// The same for a request of one job: reads the clocks itself.
+inline std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
+                                            std::chrono::system_clock::time_point call_deadline,
+                                            bool retain, engine::JobSpec& spec) {
+  return to_spec(req, RequestClock::read(call_deadline), retain, spec);
+}
 
 tpool::v1::JobState to_proto(engine::JobState s) noexcept;
 tpool::v1::Lane to_proto(Lane lane) noexcept;

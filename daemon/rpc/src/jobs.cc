@@ -180,6 +180,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
   std::vector<int> item_of;  // specs[k] is item item_of[k]
   specs.reserve(static_cast<std::size_t>(n));
   item_of.reserve(static_cast<std::size_t>(n));
+  const RequestClock clock = RequestClock::read();  // for every item (issue 19)
   for (int i = 0; i < n; ++i) {
     const auto& item = req->jobs(i);
     auto* out = resp->add_items();
@@ -192,7 +193,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
       continue;
     }
     engine::JobSpec& spec = specs.emplace_back();
-    if (auto err = to_spec(item, std::chrono::system_clock::time_point::max(), true, spec)) {
+    if (auto err = to_spec(item, clock, true, spec)) {
       specs.pop_back();
       out->set_code(code_number(*err));
       out->set_message(err->message);

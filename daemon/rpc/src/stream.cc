@@ -355,6 +355,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       int bad = -1;  // an item that does not translate, or is not allowed, ends the run
       std::optional<engine::Error> bad_err;
       std::string denied;  // why the item `bad` is not allowed (the caller's snapshot)
+      // One reading of the clocks (and of the call's deadline) for the
+      // message's jobs, not one per job (issue 19).
+      const RequestClock clock = RequestClock::read(ctx_->deadline());
       for (int i = next_item_; i < end; ++i) {
         denied =
             admission_.caller.handler_refusal(security::Method::kStream, in_.jobs(i).handler());
@@ -363,7 +366,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
           break;
         }
         engine::JobSpec& spec = specs_.emplace_back();
-        bad_err = to_spec(in_.jobs(i), ctx_->deadline(), false, spec);
+        bad_err = to_spec(in_.jobs(i), clock, false, spec);
         if (bad_err) {
           specs_.pop_back();
           bad = i;

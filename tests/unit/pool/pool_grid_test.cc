@@ -550,6 +550,21 @@ TEST_P(PoolGrid, PassedDeadlineCancels) {
   EXPECT_FALSE(later.is_cancelled());
 }
 
+// reason_at(now) judges the deadline at a reading the caller took (a worker's
+// task start stamp) instead of reading the clock: before the deadline none,
+// at and after it kDeadline, and a cancel wins whatever the time.
+TEST(CancelTokenAt, ReasonAtJudgesTheDeadlineAtTheGivenReading) {
+  const auto d = CancelToken::Clock::time_point(std::chrono::hours(5));
+  CancelToken tok;
+  EXPECT_EQ(tok.reason_at(d), CancelToken::Reason::kNone);  // no deadline
+  tok.set_deadline(d);
+  EXPECT_EQ(tok.reason_at(d - std::chrono::nanoseconds(1)), CancelToken::Reason::kNone);
+  EXPECT_EQ(tok.reason_at(d), CancelToken::Reason::kDeadline);
+  EXPECT_EQ(tok.reason_at(d + std::chrono::hours(1)), CancelToken::Reason::kDeadline);
+  tok.cancel();
+  EXPECT_EQ(tok.reason_at(d - std::chrono::hours(1)), CancelToken::Reason::kCancelled);
+}
+
 // Regression (found by the fuzz harness under TSan): a cancelled task's
 // descriptor is not terminal, so wait() cannot free and recycle it, until its
 // on_cancel has returned. A worker used to CAS queued -> cancelled and then

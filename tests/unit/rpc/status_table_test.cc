@@ -317,5 +317,51 @@ TEST(RpcToSpec, RetryDelayAndDurableFields) {
   EXPECT_EQ(spec.timeout, std::chrono::milliseconds(1500));  // kept for a replay
 }
 
+// The jobs of one request or Stream message are timed from one reading of
+// the clocks (RequestClock, issue 19: no clock read per job): a job's
+// deadline is the earlier of its timeout and the call's deadline, and a
+// not_before time becomes a delay, all counted from those readings.
+TEST(RpcToSpec, AJobsDeadlineAndDelayAreCountedFromTheRequestsClockReadings) {
+  RequestClock clock;
+  clock.steady = std::chrono::steady_clock::time_point(std::chrono::hours(1));
+  clock.system = std::chrono::system_clock::time_point(std::chrono::hours(500000));
+  clock.call_deadline = clock.steady + std::chrono::seconds(5);
+  tpool::v1::JobRequest req;
+  req.set_handler("echo");
+  engine::JobSpec spec;
+  req.set_timeout_ms(10'000);  // later than the call's deadline: the call's
+  ASSERT_FALSE(to_spec(req, clock, false, spec).has_value());
+  EXPECT_EQ(spec.deadline, clock.call_deadline);
+  req.set_timeout_ms(1'000);  // earlier: its own
+  spec = {};
+  ASSERT_FALSE(to_spec(req, clock, false, spec).has_value());
+  EXPECT_EQ(spec.deadline, clock.steady + std::chrono::seconds(1));
+  req.set_timeout_ms(0);  // none: the call's
+  spec = {};
+  ASSERT_FALSE(to_spec(req, clock, false, spec).has_value());
+  EXPECT_EQ(spec.deadline, clock.call_deadline);
+  clock.call_deadline = std::chrono::steady_clock::time_point::max();  // neither: none
+  spec = {};
+  ASSERT_FALSE(to_spec(req, clock, false, spec).has_value());
+  EXPECT_EQ(spec.deadline, std::chrono::steady_clock::time_point::max());
+
+  const auto system_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock.system.time_since_epoch());
+  req.set_not_before_unix_ms(
+      static_cast<std::uint64_t>((system_ms + std::chrono::seconds(90)).count()));
+  spec = {};
+  ASSERT_FALSE(to_spec(req, clock, true, spec).has_value());
+  EXPECT_EQ(spec.delay, std::chrono::seconds(90));
+}
+
+// RequestClock::read puts the call's deadline on the steady clock, as far
+// from its steady reading as the deadline is from its system reading.
+TEST(RpcToSpec, ACallsDeadlineIsCarriedOverToTheSteadyClock) {
+  const auto in_a_minute = std::chrono::system_clock::now() + std::chrono::minutes(1);
+  const RequestClock clock = RequestClock::read(in_a_minute);
+  EXPECT_EQ(clock.call_deadline - clock.steady, in_a_minute - clock.system);
+  EXPECT_EQ(RequestClock::read().call_deadline, std::chrono::steady_clock::time_point::max());
+}
+
 }  // namespace
 }  // namespace tpool::rpc::testing

@@ -76,7 +76,11 @@ class CancelToken {
     deadline_ns_.store(d.time_since_epoch().count(), std::memory_order_release);
   }
   bool is_cancelled() const noexcept { return reason() != Reason::kNone; }
+  // Reads the clock only when a deadline is set.
   Reason reason() const noexcept;
+  // The reason at `now`, a reading the caller has just taken (a task's start
+  // stamp): the same answer as reason() without a clock read of its own.
+  Reason reason_at(Clock::time_point now) const noexcept;
 
  private:
   std::atomic<bool> cancelled_{false};

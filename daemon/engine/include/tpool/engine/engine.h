@@ -367,7 +367,7 @@ class Engine {
   static Lane lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexcept;
   std::shared_ptr<Job> make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
                                 HandlerCounters& counters, const std::atomic<bool>* group_cancel,
-                                DoneFn done, void* user);
+                                DoneFn done, void* user, Job::Clock::time_point accepted);
   void on_job_final(Job& job);  // accounting and retention once a job ended
   Clock::time_point now() const noexcept;
   std::optional<Error> validate(const JobSpec& spec) const;

@@ -167,6 +167,9 @@ class Job final : public plugin_host::JobServices {
 
   // plugin_host::JobServices
   bool is_cancelled() const noexcept override;
+  // is_cancelled() with the deadline judged at `now`, a reading the caller
+  // has just taken (the attempt's start stamp): no clock read of its own.
+  bool is_cancelled_at(Clock::time_point now) const noexcept;
   std::optional<std::chrono::nanoseconds> remaining() const noexcept override;
   bool deadline_passed() const noexcept override;
   void log(plugin_host::LogLevel level, std::string_view message) noexcept override;
@@ -176,12 +179,16 @@ class Job final : public plugin_host::JobServices {
   bool claim_ignored_cancellation() noexcept override;
   std::uint32_t attempt() const noexcept override { return std::max<std::uint32_t>(1, attempts()); }
 
-  // first_waiter: the submitting call's DoneFn (may be {nullptr, nullptr}).
+  // first_waiter: the submitting call's DoneFn (may be {nullptr, nullptr});
+  // accepted: when its wait starts (admission reads the clock once per call).
   Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
-      const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter = {});
+      const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter = {},
+      Clock::time_point accepted = Clock::now());
 
  private:
   friend class Engine;
+  // is_cancelled's checks after the token's: the call's group, cancel_all.
+  bool group_or_all_cancelled() const noexcept;
   // (inv 1) CAS from -> to; the only way state_ changes.
   bool transition(JobState from, JobState to) noexcept;
   // Moves the job from `from` to the final state `to` with the given result;
@@ -220,7 +227,7 @@ class Job final : public plugin_host::JobServices {
   // cancels them all. May be null. Outlives the job's report (inv 6).
   const std::atomic<bool>* group_cancel_;
   CancelToken token_;
-  const Clock::time_point accepted_ = Clock::now();
+  const Clock::time_point accepted_;
   // A job rebuilt from a journal record (durable.cc, D4 replay, D5 an ended
   // record): when it was first accepted, wall-clock ms; 0 = accepted_ is.
   // Written before the job is shared, read-only after.

@@ -2,13 +2,21 @@
 // that names an unparsable unary request (parse.h).
 #include "parse.h"
 
+#include <cstring>
+
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <grpc/slice.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 
 #include "convert.h"
 #include "tpool/rpc/services.h"
 
 namespace tpool::rpc {
+namespace {
+// ResultBatch.results: field 1, wire type 2 (length-delimited).
+constexpr std::uint8_t kResultsFieldTag = (1 << 3) | 2;
+}  // namespace
 
 bool parse_bytes(grpc::ByteBuffer& bytes, google::protobuf::MessageLite& out) {
   out.Clear();
@@ -36,6 +44,45 @@ grpc::Status unparsable_request(const std::string& type_name) {
 
 std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r) {
   return r.ByteSizeLong() + 6;  // 1 tag byte + a length varint of at most 5 bytes
+}
+
+std::string batch_entry(const tpool::v1::JobResult& r) {
+  using google::protobuf::io::CodedOutputStream;
+  // A result fits in a reply (fit_result), so far below 4 GiB.
+  const auto size = static_cast<std::uint32_t>(r.ByteSizeLong());
+  std::string entry(1 + CodedOutputStream::VarintSize32(size) + size, '\0');
+  auto* p = reinterpret_cast<std::uint8_t*>(entry.data());
+  *p++ = kResultsFieldTag;
+  p = CodedOutputStream::WriteVarint32ToArray(size, p);
+  r.SerializeWithCachedSizesToArray(p);  // the sizes ByteSizeLong just cached
+  return entry;
+}
+
+void retag_entry(std::string& entry, std::uint64_t tag) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(entry.data()),
+                                            static_cast<int>(entry.size()));
+  std::uint32_t size = 0;
+  tpool::v1::JobResult r;
+  // Always an entry batch_entry made: these cannot fail but are checked.
+  if (in.ReadTag() != kResultsFieldTag || !in.ReadVarint32(&size)) return;
+  const auto limit = in.PushLimit(static_cast<int>(size));
+  if (!r.ParseFromCodedStream(&in)) return;
+  in.PopLimit(limit);
+  r.set_tag(tag);
+  entry = batch_entry(r);
+}
+
+void join_entries(std::span<const std::string> entries, grpc::ByteBuffer& out) {
+  std::size_t total = 0;
+  for (const std::string& e : entries) total += e.size();
+  grpc_slice raw = grpc_slice_malloc(total);
+  std::uint8_t* p = GRPC_SLICE_START_PTR(raw);
+  for (const std::string& e : entries) {
+    std::memcpy(p, e.data(), e.size());
+    p += e.size();
+  }
+  grpc::Slice slice(raw, grpc::Slice::STEAL_REF);
+  out = grpc::ByteBuffer(&slice, 1);
 }
 
 bool fit_result(tpool::v1::JobResult& r, std::uint64_t max_bytes) {

@@ -10,6 +10,7 @@
 #include <grpcpp/support/server_interceptor.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "tpool/v1/jobs.pb.h"
@@ -29,6 +30,18 @@ grpc::Status unparsable_request(const std::string& type_name);
 // The bytes a result takes as one entry of a ResultBatch: its own size plus
 // the field's tag and length prefix (at most 6 bytes).
 std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r);
+
+// A result as one entry of a ResultBatch on the wire: field 1's tag, the
+// length, the JobResult's bytes. A ResultBatch is its entries one after the
+// other (the message has that one field), so a reply can be made by joining
+// entries serialized earlier, each where its result was made (stream.cc, S13).
+std::string batch_entry(const tpool::v1::JobResult& r);
+// Sets the tag of the result in an entry made by batch_entry (parsed,
+// changed, serialized again: for the rare result that needs it).
+void retag_entry(std::string& entry, std::uint64_t tag);
+// The entries, one after the other, as one message in out (replacing it):
+// one slice, one copy of each entry.
+void join_entries(std::span<const std::string> entries, grpc::ByteBuffer& out);
 
 // A result too large for one reply of max_bytes becomes a FAILED result that
 // says so (its output is dropped): a result is delivered or reported failed,

@@ -12,8 +12,8 @@
 //  (S2) At most one read and one write are outstanding (state_ kReading or
 //       kGoneReading; writing_). While a read is, in_bytes_ belongs to gRPC;
 //       while writing_,
-//       out_batch_ and out_bytes_ belong to the writing side (act() fills
-//       out_bytes_ from out_batch_ outside mu_, then gRPC owns it). Results
+//       out_entries_ and out_bytes_ belong to the writing side (act() fills
+//       out_bytes_ from out_entries_ outside mu_, then gRPC owns it). Results
 //       gather in pending_ meanwhile and go out in as few messages as the
 //       byte limit allows when the write ends (coalescing).
 //  (S3) Backpressure: a job holds a window slot from its submission until its
@@ -82,6 +82,26 @@
 //       new Caller decides this message's items and the next ones (a changed
 //       handler allow-list applies at once). Checked per message, not per
 //       item: a message is what a client sends at once.
+//  (S12) Upstream messages are parsed onto two protobuf Arenas in turn
+//       (issue 19: a message's JobRequests and their strings in a few
+//       blocks, not a few heap allocations and frees per job). in_ lives on
+//       one; a read parses into the other (read_arena_), which nothing
+//       refers to: the OnReadDone that made in_ the current message, in the
+//       same critical section, flipped read_arena_ to the previous message's
+//       arena and reset it. Any thread may start the next read (a pump that
+//       empties in_ from a job's end or a written reply), but only under mu_
+//       after that, so the parse always finds its arena reset and unused
+//       (S2: one read at a time). What pump_locked takes from in_ it copies
+//       (to_spec, the tags), so nothing outlives its message.
+//  (S13) A result is serialized once, where it is made: job_done turns it
+//       into its ResultBatch entry (batch_entry: field 1's tag, the length,
+//       the JobResult's bytes) on the worker that ended the job, and the
+//       entry is what waits in ended_ and pending_ and counts its exact size
+//       (S3, S6, S8). A reply is its entries one after the other, copied
+//       into one slice (join_entries), which is a valid ResultBatch: the
+//       message has that one repeated field. Only S10's re-tag reads an
+//       entry back (a deduplicated item's result, rare).
+#include <google/protobuf/arena.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,7 +123,6 @@ namespace tpool::rpc {
 namespace {
 
 using tpool::v1::JobBatch;
-using tpool::v1::ResultBatch;
 
 class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                             public engine::CapacityWaiter {
@@ -150,14 +169,21 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   void OnReadDone(bool ok) override {
-    // (S2) in_bytes_ is ours until the next StartRead: parse outside mu_.
-    JobBatch batch;
-    const bool parsed = ok && parse_bytes(in_bytes_, batch);
+    // (S2) in_bytes_ is ours until the next StartRead: parse outside mu_,
+    // (S12) onto the arena nothing refers to.
+    google::protobuf::Arena* arena = nullptr;
+    {
+      tpool::MutexLock lock(mu_);
+      arena = &arenas_[read_arena_];
+    }
+    JobBatch* batch = google::protobuf::Arena::CreateMessage<JobBatch>(arena);
+    const bool parsed = ok && parse_bytes(in_bytes_, *batch);
+    bool took = false;
     Actions a;
     {
       tpool::MutexLock lock(mu_);  // (S1)
       next_item_ = 0;
-      in_.Clear();
+      in_ = &JobBatch::default_instance();
       if (state_ == StreamState::kGoneReading) {
         transition(StreamState::kGoneReading, StreamState::kGone);  // nobody reads the results
       } else if (!ok) {                                             // the client half-closed
@@ -185,12 +211,18 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                 "read: send the rest on a new call with valid credentials");
       } else {
         ++messages_read_;
-        in_.Swap(&batch);
+        in_ = batch;
+        took = true;
+        // (S12) The message before it is referenced no more: its arena is
+        // reset and takes the next read, before anything here can start one.
+        read_arena_ ^= 1;
+        arenas_[read_arena_].Reset();
         transition(StreamState::kReading, StreamState::kHeld);
         pump_locked();
       }
       decide_locked(a);
     }
+    if (!took) arena->Reset();  // (S12) not taken: this message goes
     act(a);
   }
 
@@ -247,10 +279,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // so workers ending jobs of one stream do not queue on mu_ one job each.
   static void job_done(void* user, engine::Job& job) {
     auto* self = static_cast<StreamReactor*>(user);
-    auto* node = new Ended{std::make_unique<tpool::v1::JobResult>(), 0, nullptr};
-    fill_result(job, self->svc_.replica(), *node->result);
-    fit_result(*node->result, self->svc_.limits().max_message_bytes);  // (S6)
-    node->bytes = batch_entry_bytes(*node->result);
+    // (S13) The result is built in this thread's scratch message (its
+    // strings keep their memory from one job to the next) and leaves as its
+    // entry's bytes.
+    thread_local tpool::v1::JobResult scratch;
+    scratch.Clear();
+    fill_result(job, self->svc_.replica(), scratch);
+    fit_result(scratch, self->svc_.limits().max_message_bytes);  // (S6)
+    auto* node = new Ended{batch_entry(scratch), job.id(), nullptr};
+    if (scratch.output().size() > kScratchKeepBytes) scratch = tpool::v1::JobResult();
     // (S5) release: publishes the node and its result; pairs with the
     // acquire exchange in drain_ended.
     Ended* head = self->ended_.load(std::memory_order_relaxed);
@@ -270,11 +307,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     grpc::Status status;
   };
 
-  // A result waiting to be written, and the bytes it takes in a ResultBatch.
+  // A result waiting to be written: its ResultBatch entry (S13).
   struct Unsent {
-    std::unique_ptr<tpool::v1::JobResult> result;
-    std::uint64_t bytes;
+    std::string entry;
   };
+  // (S13) A worker's scratch result keeps at most this much output memory
+  // between jobs (picked by hand: the usual result, not the rare large one).
+  static constexpr std::size_t kScratchKeepBytes = 64 * 1024;
 
   std::uint64_t unsent() const REQUIRES(mu_) { return pending_.size() + out_count_; }
 
@@ -342,14 +381,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // batch (one handler lookup per name, one pool submit_batch).
   void pump_locked() REQUIRES(mu_) {
     if (client_gone(state_)) {  // nobody will read the results
-      next_item_ = in_.jobs_size();
+      next_item_ = in_->jobs_size();
       return;
     }
-    while (next_item_ < in_.jobs_size() && state_ == StreamState::kHeld) {
+    while (next_item_ < in_->jobs_size() && state_ == StreamState::kHeld) {
       const std::uint64_t room = room_locked();
       if (room == 0) return;
       const int end = static_cast<int>(std::min<std::uint64_t>(
-          static_cast<std::uint64_t>(in_.jobs_size()),
+          static_cast<std::uint64_t>(in_->jobs_size()),
           static_cast<std::uint64_t>(next_item_) + std::min<std::uint64_t>(room, 1u << 20)));
       specs_.clear();
       int bad = -1;  // an item that does not translate, or is not allowed, ends the run
@@ -360,13 +399,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       const RequestClock clock = RequestClock::read(ctx_->deadline());
       for (int i = next_item_; i < end; ++i) {
         denied =
-            admission_.caller.handler_refusal(security::Method::kStream, in_.jobs(i).handler());
+            admission_.caller.handler_refusal(security::Method::kStream, in_->jobs(i).handler());
         if (!denied.empty()) {
           bad = i;
           break;
         }
         engine::JobSpec& spec = specs_.emplace_back();
-        bad_err = to_spec(in_.jobs(i), clock, false, spec);
+        bad_err = to_spec(in_->jobs(i), clock, false, spec);
         if (bad_err) {
           specs_.pop_back();
           bad = i;
@@ -383,20 +422,20 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       for (std::size_t k = 0; k < consumed; ++k) {
         engine::Engine::SubmitResult& r = results_[k];
         if (!r.ok()) {
-          add_error(in_.jobs(next_item_ + static_cast<int>(k)).tag(), *r.error);
+          add_error(in_->jobs(next_item_ + static_cast<int>(k)).tag(), *r.error);
         } else if (r.value.will_notify) {
           ++in_flight_;
           refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) the job's; job_done drops it
           if (r.value.deduplicated) {  // (S10) its result will carry this item's tag
             dedup_tags_.emplace(r.value.job->id(),
-                                in_.jobs(next_item_ + static_cast<int>(k)).tag());
+                                in_->jobs(next_item_ + static_cast<int>(k)).tag());
           }
         } else {  // a deduplicated job that had already ended
-          auto res = std::make_unique<tpool::v1::JobResult>();
-          fill_result(*r.value.job, svc_.replica(), *res);
-          res->set_tag(in_.jobs(next_item_ + static_cast<int>(k)).tag());  // (S10)
-          fit_result(*res, svc_.limits().max_message_bytes);               // (S6)
-          add_pending_locked(std::move(res));
+          tpool::v1::JobResult res;
+          fill_result(*r.value.job, svc_.replica(), res);
+          res.set_tag(in_->jobs(next_item_ + static_cast<int>(k)).tag());  // (S10)
+          fit_result(res, svc_.limits().max_message_bytes);                // (S6)
+          add_pending_locked(res);
         }
         r = {};
       }
@@ -415,9 +454,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       if (bad >= 0) {
         if (!denied.empty()) {
-          add_refusal(in_.jobs(bad).tag(), Refusal::kPermissionDenied, denied);
+          add_refusal(in_->jobs(bad).tag(), Refusal::kPermissionDenied, denied);
         } else {
-          add_error(in_.jobs(bad).tag(), *bad_err);
+          add_error(in_->jobs(bad).tag(), *bad_err);
         }
         ++next_item_;
       }
@@ -430,7 +469,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void refill_locked() REQUIRES(mu_) {
     const std::uint64_t window = svc_.limits().stream_window;
     const std::uint64_t waiting =
-        static_cast<std::uint64_t>(std::max(0, in_.jobs_size() - next_item_));
+        static_cast<std::uint64_t>(std::max(0, in_->jobs_size() - next_item_));
     if (waiting == 0) return;
     const std::uint64_t used = std::min(window, in_flight_ + unsent());
     if (window - used >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
@@ -442,17 +481,17 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     add_refusal(tag, refusal_of(err.code), err.message);
   }
   void add_refusal(std::uint64_t tag, Refusal why, const std::string& sentence) REQUIRES(mu_) {
-    auto r = std::make_unique<tpool::v1::JobResult>();
-    r->set_tag(tag);
-    r->set_code(code_number(why));
-    r->set_message(sentence);
-    add_pending_locked(std::move(r));
+    tpool::v1::JobResult r;
+    r.set_tag(tag);
+    r.set_code(code_number(why));
+    r.set_message(sentence);
+    add_pending_locked(r);
   }
 
-  void add_pending_locked(std::unique_ptr<tpool::v1::JobResult> r) REQUIRES(mu_) {
-    const std::uint64_t bytes = batch_entry_bytes(*r);
-    buffer_locked(bytes);
-    pending_.push_back({std::move(r), bytes});
+  void add_pending_locked(const tpool::v1::JobResult& r) REQUIRES(mu_) {
+    std::string entry = batch_entry(r);  // (S13)
+    buffer_locked(entry.size());
+    pending_.push_back({std::move(entry)});
   }
 
   // (S8) Count bytes held here in the stream's and the service's totals.
@@ -468,7 +507,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   void drop_pending_locked() REQUIRES(mu_) {
     std::uint64_t bytes = 0;
-    for (const Unsent& u : pending_) bytes += u.bytes;
+    for (const Unsent& u : pending_) bytes += u.entry.size();
     pending_.clear();
     pending_.shrink_to_fit();
     unbuffer_locked(bytes);
@@ -477,7 +516,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // What to start now (S1, S2, S9).
   void decide_locked(Actions& a) REQUIRES(mu_) {
     if (state_ == StreamState::kFinished) return;
-    const bool items_waiting = next_item_ < in_.jobs_size();
+    const bool items_waiting = next_item_ < in_->jobs_size();
     if (!writing_ && !client_gone(state_) && !pending_.empty()) {
       // (S6) Cut the message by bytes as well as by what is pending.
       const std::uint64_t cap = svc_.limits().max_message_bytes > kReplyHeadroomBytes
@@ -486,9 +525,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       std::uint64_t size = 0;
       do {
         Unsent& u = pending_.front();
-        if (out_count_ > 0 && size + u.bytes > cap) break;
-        size += u.bytes;
-        out_batch_.mutable_results()->AddAllocated(u.result.release());
+        if (out_count_ > 0 && size + u.entry.size() > cap) break;
+        size += u.entry.size();
+        out_entries_.push_back(std::move(u.entry));  // (S13)
         ++out_count_;
         pending_.pop_front();
       } while (!pending_.empty());
@@ -537,16 +576,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       const bool keep = !client_gone(state_);  // else nobody reads them
       while (in_order != nullptr) {
         if (!dedup_tags_.empty()) {  // (S10) a deduplicated item's own tag
-          const auto it = dedup_tags_.find(in_order->result->job_id());
+          const auto it = dedup_tags_.find(in_order->job_id);
           if (it != dedup_tags_.end()) {
-            in_order->result->set_tag(it->second);
-            in_order->bytes = batch_entry_bytes(*in_order->result);
+            retag_entry(in_order->entry, it->second);  // (S13) read back, rare
             dedup_tags_.erase(it);
           }
         }
         if (keep) {
-          buffer_locked(in_order->bytes);  // (S8)
-          pending_.push_back({std::move(in_order->result), in_order->bytes});
+          buffer_locked(in_order->entry.size());  // (S8)
+          pending_.push_back({std::move(in_order->entry)});
         }
         Ended* next = in_order->next;
         delete in_order;
@@ -569,10 +607,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   void act(const Actions& a) {
     if (a.write) {
-      // (S2) out_batch_ belongs to the writing side: serialize outside mu_,
-      // then free the results at once (Clear would keep their memory).
-      serialize_bytes(out_batch_, out_bytes_);
-      ResultBatch().Swap(&out_batch_);
+      // (S2) out_entries_ belong to the writing side: one slice outside mu_
+      // (S13), then the entries are freed at once.
+      join_entries(out_entries_, out_bytes_);
+      out_entries_.clear();
       StartWrite(&out_bytes_);
     }
     if (a.read) StartRead(&in_bytes_);
@@ -584,9 +622,18 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   // A result built by job_done, waiting to be reported (S5).
+  // (S12) A message of a hundred 16-byte jobs fits in about three blocks;
+  // Reset frees them all, so an idle stream holds none.
+  static google::protobuf::ArenaOptions arena_options() {
+    google::protobuf::ArenaOptions o;
+    o.start_block_size = 4096;
+    o.max_block_size = 65536;
+    return o;
+  }
+
   struct Ended {
-    std::unique_ptr<tpool::v1::JobResult> result;
-    std::uint64_t bytes;  // batch_entry_bytes(*result)
+    std::string entry;  // (S13) the result's ResultBatch entry
+    std::uint64_t job_id;
     Ended* next;
   };
 
@@ -601,11 +648,17 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::atomic<bool> cancelled_{false};  // the jobs' group cancel flag
   std::atomic<int> refs_{1};            // (S4) gRPC's reference, dropped in OnDone
   grpc::ByteBuffer in_bytes_;           // (S2) the read's target
-  ResultBatch out_batch_;               // (S2) the message being written, before act()
-  grpc::ByteBuffer out_bytes_;          // (S2) ... and as gRPC writes it
+  // (S12) The arenas the upstream messages are parsed on, in turn.
+  google::protobuf::Arena arenas_[2] = {google::protobuf::Arena(arena_options()),
+                                        google::protobuf::Arena(arena_options())};
+  std::vector<std::string> out_entries_;  // (S2, S13) the message being written, before act()
+  grpc::ByteBuffer out_bytes_;            // (S2) ... and as gRPC writes it
 
-  tpool::Mutex mu_;              // (S1) guards everything below
-  JobBatch in_ GUARDED_BY(mu_);  // the upstream message being submitted (S3)
+  tpool::Mutex mu_;  // (S1) guards everything below
+  // The upstream message being submitted (S3), on arenas_[read_arena_ ^ 1]
+  // (S12), or the empty default instance.
+  const JobBatch* in_ GUARDED_BY(mu_) = &JobBatch::default_instance();
+  int read_arena_ GUARDED_BY(mu_) = 0;  // (S12) the arena the next read parses into
   // Scratch for pump_locked, kept to reuse their memory.
   std::vector<engine::JobSpec> specs_ GUARDED_BY(mu_);
   std::vector<engine::Engine::SubmitResult> results_ GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 
 #include "convert.h"
 #include "in_process_server.h"
+#include "parse.h"
 
 namespace tpool::rpc::testing {
 namespace {
@@ -352,6 +353,38 @@ TEST(RpcToSpec, AJobsDeadlineAndDelayAreCountedFromTheRequestsClockReadings) {
   spec = {};
   ASSERT_FALSE(to_spec(req, clock, true, spec).has_value());
   EXPECT_EQ(spec.delay, std::chrono::seconds(90));
+}
+
+// Stream results are serialized as ResultBatch entries where they are made
+// and joined into a reply (stream.cc, S13): the joined bytes parse as the
+// ResultBatch of those results in that order, an entry is exactly the bytes
+// its result takes in one, and a re-tag changes the tag alone.
+TEST(ResultEntries, JoinedEntriesAreTheResultBatchOfTheirResults) {
+  tpool::v1::ResultBatch expected;
+  std::vector<std::string> entries;
+  for (int i = 0; i < 3; ++i) {
+    tpool::v1::JobResult& r = *expected.add_results();
+    r.set_job_id(100 + static_cast<std::uint64_t>(i));
+    r.set_state(tpool::v1::JOB_STATE_SUCCEEDED);
+    r.set_output(std::string(static_cast<std::size_t>(i) * 300, 'x'));  // a 2-byte length too
+    r.set_tag(7 + static_cast<std::uint64_t>(i));
+    entries.push_back(batch_entry(r));
+  }
+  EXPECT_EQ(entries[0].size() + entries[1].size() + entries[2].size(), expected.ByteSizeLong());
+  grpc::ByteBuffer joined;
+  join_entries(entries, joined);
+  tpool::v1::ResultBatch got;
+  ASSERT_TRUE(parse_bytes(joined, got));
+  EXPECT_EQ(got.SerializeAsString(), expected.SerializeAsString());
+
+  retag_entry(entries[1], 99);
+  grpc::ByteBuffer again;
+  join_entries(entries, again);
+  ASSERT_TRUE(parse_bytes(again, got));
+  ASSERT_EQ(got.results_size(), 3);
+  EXPECT_EQ(got.results(1).tag(), 99u);
+  expected.mutable_results(1)->set_tag(99);
+  EXPECT_EQ(got.SerializeAsString(), expected.SerializeAsString());
 }
 
 // RequestClock::read puts the call's deadline on the steady clock, as far

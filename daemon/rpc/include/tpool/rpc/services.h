@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include <grpcpp/support/message_allocator.h>
 #include <grpcpp/support/server_interceptor.h>
 
 #include "tpool/engine/engine.h"
@@ -57,8 +58,8 @@ class JobServiceImpl final : public JobServiceBase {
   // access: who may call what on the listener this service is registered on
   // (default: auth off, everything allowed).
   JobServiceImpl(engine::Engine& engine, RpcLimits limits, std::string replica = {},
-                 Access access = Access())
-      : engine_(engine), limits_(limits), replica_(std::move(replica)), access_(access) {}
+                 Access access = Access());
+  ~JobServiceImpl() override;
 
   grpc::ServerUnaryReactor* Execute(grpc::CallbackServerContext* ctx,
                                     const tpool::v1::JobRequest* req,
@@ -112,6 +113,8 @@ class JobServiceImpl final : public JobServiceBase {
   const RpcLimits limits_;
   const std::string replica_;
   const Access access_;
+  // SubmitBatch's request and reply on one protobuf Arena per call (jobs.cc).
+  std::unique_ptr<grpc::MessageAllocator<tpool::v1::JobBatch, tpool::v1::JobRefs>> batch_allocator_;
 };
 
 // For grpc::ServerBuilder::experimental().SetInterceptorCreators: turns

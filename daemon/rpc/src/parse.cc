@@ -25,15 +25,6 @@ bool parse_bytes(grpc::ByteBuffer& bytes, google::protobuf::MessageLite& out) {
       .ok();
 }
 
-void serialize_bytes(const google::protobuf::MessageLite& msg, grpc::ByteBuffer& out) {
-  bool own = false;
-  out.Clear();
-  // Fails only for a message over 2 GiB, which fit_result and the batch cut
-  // rule out.
-  (void)grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(msg, &out,
-                                                                                       &own);
-}
-
 grpc::Status unparsable_request(const std::string& type_name) {
   return to_status(Refusal::kUnparsable,
                    "the request could not be parsed as " + type_name +

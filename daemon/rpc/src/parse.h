@@ -21,9 +21,6 @@ namespace tpool::rpc {
 // message of out's type. Consumes bytes.
 bool parse_bytes(grpc::ByteBuffer& bytes, google::protobuf::MessageLite& out);
 
-// Serializes msg into out (replacing it).
-void serialize_bytes(const google::protobuf::MessageLite& msg, grpc::ByteBuffer& out);
-
 // INVALID_ARGUMENT: "the request could not be parsed as <type_name>; ...".
 grpc::Status unparsable_request(const std::string& type_name);
 

@@ -56,7 +56,8 @@
 //  (A8) Durable items (JobSpec::durable, durable.cc D1-D2) form runs of
 //       their own (a run is all durable or all not), and a delayed durable
 //       item is committed alone. Step 5 of a durable run first commits the
-//       run's accept records and waits (D1): on failure the run is refused
+//       run's accept records and waits (D1; with ack_by_result, a Stream's or
+//       an Execute's, it does not wait: D8): on failure the run is refused
 //       whole, before anything was put in the store; after it, a job the
 //       pool refuses is not refused but waits in the scheduler (D2). A
 //       keyed durable item commits under keyed_mu_ (A5), with the keyed
@@ -403,10 +404,10 @@ struct Engine::Admission {
 };
 
 Engine::SubmitResult Engine::submit(JobSpec spec, DoneFn done, void* user,
-                                    const std::atomic<bool>* group_cancel) {
+                                    const std::atomic<bool>* group_cancel, bool ack_by_result) {
   SubmitResult out;
   submit_batch(std::span<JobSpec>(&spec, 1), done, user, group_cancel,
-               std::span<SubmitResult>(&out, 1), /*stop_when_full=*/false);
+               std::span<SubmitResult>(&out, 1), /*stop_when_full=*/false, ack_by_result);
   return out;
 }
 

@@ -60,15 +60,18 @@
 //       dropped Stream): the work outlives the client's connection; Cancel
 //       by id ends it.
 //  (D8) A caller that acknowledges a job only through its result (a
-//       Stream: submit_batch's ack_by_result) does not wait for the commit:
+//       Stream, an Execute: ack_by_result) does not wait for the commit:
 //       its durable run is stored, counted and answered Submitted at once,
 //       and handed to the pool by the commit's callback, so no handler runs
 //       it and no result reaches the client before it is on disk (D1 holds:
-//       the result is the acknowledgement), while the Stream reads and
-//       commits its next message meanwhile. A failed commit ends the run's
-//       jobs FAILED with D6's sentence instead of refusing them, and gives
-//       their slots back. ~Engine flushes the journal first, so no callback
-//       outlives the engine.
+//       the result is the acknowledgement), while the calling thread (a
+//       gRPC thread) goes on: the Stream reads and commits its next message
+//       meanwhile, and an Execute holds no thread while its accept commits.
+//       A failed commit ends the run's jobs FAILED with D6's sentence
+//       instead of refusing them, marks each with the refusal
+//       (store_refusal: an Execute answers with D6's status, as a waited-for
+//       submit would have), and gives their slots back. ~Engine flushes the
+//       journal first, so no callback outlives the engine.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -83,6 +86,9 @@
 namespace tpool::engine {
 
 namespace {
+
+// (D6) When a client refused for a full disk may try again.
+constexpr std::chrono::milliseconds kFullDiskRetryAfter{1000};
 
 store::JobRecord accept_record(const Job& job, std::int64_t now_ms) {
   const JobSpec& spec = job.spec();
@@ -171,7 +177,7 @@ Error Engine::store_error(const Status& st, std::size_t n) {
   std::string why =
       "the job store could not record the job, so it was not accepted: " + st.message() +
       "; retry later, or send it without durable";
-  if (full) return Error{ErrorCode::kExhausted, std::move(why), std::chrono::milliseconds(1000)};
+  if (full) return Error{ErrorCode::kExhausted, std::move(why), kFullDiskRetryAfter};
   return Error{ErrorCode::kUnavailable, std::move(why)};
 }
 
@@ -195,6 +201,8 @@ void Engine::on_async_commit(PendingRun& run, const Status& st) {
     const Error err = store_error(st, run.jobs.size());
     for (auto& j : run.jobs) {
       j->self_.reset();
+      j->store_refusal_.store(static_cast<std::uint8_t>(1 + static_cast<int>(err.code)),
+                              std::memory_order_relaxed);  // published by finish (inv 2)
       (void)j->finish(JobState::kQueued, JobState::kFailed, {}, err.message);
       release_slot();
     }
@@ -211,6 +219,17 @@ void Engine::on_async_commit(PendingRun& run, const Status& st) {
   }
   const std::size_t accepted = to_pool(tasks, tokens, run.lane).first;
   for (std::size_t k = accepted; k < run.jobs.size(); ++k) park_committed(run.jobs[k]);  // (D2)
+}
+
+std::optional<Error> Engine::store_refusal(const Job& job) {
+  // Acquires the state (inv 2), which orders the relaxed load after the
+  // writer's store; only D8's failed commit ends a job FAILED with a refusal.
+  if (job.state() != JobState::kFailed) return std::nullopt;
+  const std::uint8_t r = job.store_refusal_.load(std::memory_order_relaxed);
+  if (r == 0) return std::nullopt;
+  const auto code = static_cast<ErrorCode>(r - 1);
+  return Error{code, job.message(),
+               code == ErrorCode::kExhausted ? kFullDiskRetryAfter : std::chrono::milliseconds(0)};
 }
 
 bool Engine::ended_by_shutdown(const Job& job) const noexcept {

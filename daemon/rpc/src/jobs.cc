@@ -28,13 +28,17 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
  public:
   // replica: the service's, which outlives every call. max_reply_bytes: the
   // largest reply gRPC will send (server.max_message_bytes).
-  // call_deadline: the call's own deadline.
+  // call_deadline: the call's own deadline. submitting: the call submitted
+  // the job (Execute), so a job its durable commit never accepted is
+  // answered with that refusal (ctx: for its retry hint; valid until OnDone).
   JobWaitReactor(tpool::v1::JobResult* resp, const std::string& replica,
-                 std::uint64_t max_reply_bytes, std::chrono::system_clock::time_point call_deadline)
+                 std::uint64_t max_reply_bytes, std::chrono::system_clock::time_point call_deadline,
+                 grpc::CallbackServerContext* submitting = nullptr)
       : resp_(resp),
         replica_(replica),
         max_reply_bytes_(max_reply_bytes),
-        call_deadline_(call_deadline) {}
+        call_deadline_(call_deadline),
+        submitting_(submitting) {}
 
   // After submitting (or finding) the job: waits for it, or answers now.
   void watch(std::shared_ptr<engine::Job> job, bool owns, bool will_notify) {
@@ -53,6 +57,15 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
 
   static void done(void* user, engine::Job& job) {
     auto* self = static_cast<JobWaitReactor*>(user);
+    if (self->submitting_ != nullptr) {
+      // (D8 in durable.cc) Never accepted: the status a submit that waited
+      // for the commit would have returned (RESOURCE_EXHAUSTED with a retry
+      // hint for a full disk, UNAVAILABLE otherwise), not a FAILED result.
+      if (auto refusal = engine::Engine::store_refusal(job)) {
+        self->Finish(to_status(*refusal, self->submitting_));
+        return;
+      }
+    }
     fill_result(job, self->replica_, *self->resp_);
     // A result too large to send is reported FAILED, saying so, rather than
     // failing the call with RESOURCE_EXHAUSTED (which reads as retryable).
@@ -90,6 +103,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   const std::string& replica_;
   const std::uint64_t max_reply_bytes_;
   const std::chrono::system_clock::time_point call_deadline_;
+  grpc::CallbackServerContext* const submitting_;
   std::atomic<int> refs_{2};
   tpool::Mutex mu_;
   std::shared_ptr<engine::Job> job_ GUARDED_BY(mu_);
@@ -182,13 +196,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::Execute(grpc::CallbackServerContext* c
   if (auto a = access_.admit(ctx, security::Method::kExecute, req->handler()); a.refused) {
     return finish_now(ctx, *a.refused);
   }
-  auto* r = new JobWaitReactor(resp, replica_, limits_.max_message_bytes, ctx->deadline());
+  auto* r = new JobWaitReactor(resp, replica_, limits_.max_message_bytes, ctx->deadline(), ctx);
   engine::JobSpec spec;
   if (auto err = to_spec(*req, ctx->deadline(), false, spec)) {
     r->fail(to_status(*err, ctx));
     return r;
   }
-  auto sub = engine_.submit(std::move(spec), &JobWaitReactor::done, r);
+  // ack_by_result: the reply is the job's result, so a durable job's accept
+  // is not waited for on this gRPC thread (durable.cc, D8).
+  auto sub = engine_.submit(std::move(spec), &JobWaitReactor::done, r, nullptr,
+                            /*ack_by_result=*/true);
   if (!sub.ok()) {
     r->fail(to_status(*sub.error, ctx));
     return r;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 
 #include "engine_test_support.h"
 #include "tpool/store/journal.h"
@@ -397,6 +398,68 @@ TEST_F(Durable, AnswerByResultRunsOnlyOnceCommittedAndAFailedCommitEndsTheJobsFa
   EXPECT_EQ(engine().snapshot().store_refused, 1u);
   EXPECT_FALSE(journal_->flush().ok());              // the flush reports the failed accept (J5)
   EXPECT_FALSE(journal_->get(lost.id).has_value());  // never on disk
+}
+
+TEST_F(Durable, AnExecutesJobIsNotWaitedForAndAFailedCommitIsItsRefusal) {
+  // (D8) Execute submits one job with ack_by_result: submit() returns before
+  // the accept is committed (no gRPC thread held on the disk), and the job
+  // runs only once it is. The writer is held in an earlier commit's
+  // callback (J4), so the accept cannot commit until the test lets it go.
+  start_durable();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> holding;
+  JobRecord blocker;
+  blocker.id = 1;  // below every id this engine hands out (its incarnation's bits)
+  blocker.handler = "echo";
+  blocker.accepted_unix_ms = now_ms();
+  std::vector<JobRecord> records;
+  records.push_back(blocker);
+  journal_->append_accepted(std::move(records), [&holding, released](const Status&) {
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();  // the writer is in the callback now
+
+  const int calls = ctl_.calls_now();
+  auto submitted = std::async(std::launch::async, [this] {
+    return engine().submit(durable("echo", "not waited"), &Recorder::on_done, &done_, nullptr,
+                           /*ack_by_result=*/true);
+  });
+  // A bound on a call that must not block, not a delay: a submit that
+  // waited for the commit would still be waiting when it expires.
+  const bool returned = submitted.wait_for(30s) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "submit with ack_by_result waited for the held commit";
+  EXPECT_EQ(ctl_.calls_now(), calls);  // not run: its accept is not on disk yet
+  release.set_value();
+  const Engine::SubmitResult r = submitted.get();
+  ASSERT_TRUE(r.ok()) << r.error->message;
+  const Recorder::Call c = done_.wait_job(r.value.job->id());
+  EXPECT_EQ(c.state, JobState::kSucceeded);
+  EXPECT_TRUE(record(c.id).has_value());
+  EXPECT_FALSE(Engine::store_refusal(*r.value.job).has_value());
+
+  // A failed commit: FAILED, never run, and the refusal a waited-for submit
+  // would have returned (D6): a full disk is kExhausted with a retry hint,
+  // any other I/O error kUnavailable.
+  for (const bool full : {true, false}) {
+    const int before = ctl_.calls_now();
+    journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
+    const Engine::SubmitResult lost =
+        engine().submit(durable("echo", "lost"), &Recorder::on_done, &done_, nullptr, true);
+    ASSERT_TRUE(lost.ok()) << lost.error->message;
+    EXPECT_EQ(done_.wait_job(lost.value.job->id()).state, JobState::kFailed);
+    const std::optional<Error> refusal = Engine::store_refusal(*lost.value.job);
+    ASSERT_TRUE(refusal.has_value());
+    EXPECT_EQ(refusal->code, full ? ErrorCode::kExhausted : ErrorCode::kUnavailable);
+    EXPECT_EQ(refusal->retry_after, full ? 1000ms : 0ms);
+    EXPECT_EQ(refusal->message, lost.value.job->message());
+    EXPECT_NE(refusal->message.find("could not record the job"), std::string::npos)
+        << refusal->message;
+    EXPECT_EQ(ctl_.calls_now(), before);
+    EXPECT_FALSE(journal_->flush().ok());  // the failed accept (J5)
+  }
+  ASSERT_TRUE(idle());
 }
 
 TEST_F(Durable, AJobACallDroppedKeepsRunning) {

@@ -14,6 +14,7 @@
 
 #include "tpool/engine/engine.h"
 #include "tpool/rpc/services.h"
+#include "tpool/store/journal.h"
 #include "tpool/v1/admin.grpc.pb.h"
 #include "tpool/v1/jobs.grpc.pb.h"
 
@@ -53,6 +54,9 @@ struct ServerOptions {
   std::size_t queue_capacity = 1024;
   std::string replica = "replica-a";
   Access access;  // who may call what (default: auth off), on both services
+  // The durable journal (nullptr: none), opened by the test; it must outlive
+  // the server.
+  store::Journal* journal = nullptr;
 };
 
 class InProcessServer {
@@ -76,7 +80,9 @@ class InProcessServer {
     EXPECT_TRUE(p.ok()) << p.status().message();
     if (!p.ok()) return;
     pool_ = std::move(p).value();
-    engine_ = std::make_unique<engine::Engine>(*pool_, *host_, o.engine);
+    engine_ =
+        std::make_unique<engine::Engine>(*pool_, *host_, o.engine, nullptr, nullptr, o.journal);
+    engine_->recover();
     jobs_ = std::make_unique<JobServiceImpl>(*engine_, o.rpc, o.replica, o.access);
     admin_ = std::make_unique<AdminServiceImpl>(*engine_, *jobs_, life_, "test-version", o.access);
     grpc::ServerBuilder b;

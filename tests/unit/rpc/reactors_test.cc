@@ -2,9 +2,14 @@
 // a client sends, what it gets back, and what the engine then holds.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
 #include <set>
 
 #include "in_process_server.h"
+#include "tpool/store/journal.h"
 
 namespace tpool::rpc::testing {
 namespace {
@@ -194,6 +199,101 @@ TEST_F(RpcReactors, AdminReloadAnswersWithTheHandlers) {
   ASSERT_TRUE(srv_.admin().ReloadPlugins(&ctx, {}, &rep).ok());
   EXPECT_EQ(rep.message(), "plugins reloaded; handlers: echo");
   EXPECT_GT(rep.handlers_size(), 0);
+}
+
+// Execute of a durable job (issue 17, durable.cc D8): its accept is not
+// waited for on the gRPC thread, and a commit that fails is still answered
+// as the refusal it is, with the status and retry hint a waited-for submit
+// gives (D6), not as a FAILED result.
+TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tpool-rpc-durable-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  store::JournalOptions jo;
+  jo.path = (dir / "jobs.db").string();
+  auto opened = store::Journal::open(jo);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::unique_ptr<store::Journal> journal = std::move(opened).value();
+  {
+    ServerOptions o;
+    o.journal = journal.get();
+    InProcessServer srv(o);
+    ASSERT_TRUE(srv.ok());
+    auto req = job("echo", "kept", 5);
+    req.set_durable(true);
+    {
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobResult res;
+      grpc::Status s = srv.stub().Execute(&ctx, req, &res);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+      EXPECT_EQ(res.output(), "kept");
+      EXPECT_EQ(res.tag(), 5u);
+      ASSERT_TRUE(journal->flush().ok());
+      EXPECT_TRUE(journal->get(res.job_id()).has_value());  // on disk: it ran after its accept
+    }
+    {
+      // Accepted before its commit: with the journal's writer held in an
+      // earlier commit's callback (J4), the Execute's job is counted
+      // submitted, and not run, while its accept waits; a gRPC thread that
+      // waited for the commit would count it only after.
+      std::promise<void> release;
+      std::shared_future<void> released = release.get_future().share();
+      std::promise<void> holding;
+      std::vector<store::JobRecord> records(1);
+      records[0].id = 1;  // below every id the engine hands out (its incarnation's bits)
+      records[0].handler = "echo";
+      journal->append_accepted(std::move(records), [&holding, released](const Status&) {
+        holding.set_value();
+        released.wait();
+      });
+      holding.get_future().wait();
+      const engine::HandlerSnapshot before = srv.handler_counts("echo");
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobResult res;
+      std::promise<grpc::Status> answered;
+      srv.stub().async()->Execute(&ctx, &req, &res,
+                                  [&answered](grpc::Status st) { answered.set_value(st); });
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (srv.handler_counts("echo").submitted == before.submitted &&
+             std::chrono::steady_clock::now() < end) {
+        std::this_thread::yield();
+      }
+      EXPECT_EQ(srv.handler_counts("echo").submitted, before.submitted + 1)
+          << "the Execute was not accepted while its commit was held";
+      EXPECT_EQ(srv.handler_counts("echo").succeeded,
+                before.succeeded);  // not run before its commit
+      release.set_value();
+      const grpc::Status st = answered.get_future().get();
+      ASSERT_TRUE(st.ok()) << st.error_message();
+      EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+    }
+    const std::uint64_t ran = srv.handler_counts("echo").succeeded;
+    for (const bool full : {true, false}) {
+      journal->inject_commit_failures_for_testing(1, /*disk_full=*/full);
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobResult res;
+      grpc::Status s = srv.stub().Execute(&ctx, req, &res);
+      EXPECT_TRUE(is(s, full ? grpc::StatusCode::RESOURCE_EXHAUSTED : grpc::StatusCode::UNAVAILABLE,
+                     "the job store could not record the job, so it was not accepted"));
+      const auto& trailers = ctx.GetServerTrailingMetadata();
+      const auto hint = trailers.find("retry-after-ms");
+      if (full) {
+        ASSERT_NE(hint, trailers.end());
+        EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "1000");
+      } else {
+        EXPECT_EQ(hint, trailers.end());
+      }
+    }
+    EXPECT_EQ(srv.handler_counts("echo").succeeded, ran);  // neither refused job ran
+    EXPECT_TRUE(srv.wait_idle());
+  }
+  journal.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -250,9 +250,17 @@ class Engine {
   // same steps, the same messages). done(user, job) runs once when the
   // job ends (also for a deduplicated job, unless it had already ended: then
   // done is not called and the caller reads the result at once).
-  // group_cancel: see Job. On error nothing was submitted.
+  // group_cancel: see Job. On error nothing was submitted. ack_by_result:
+  // as for submit_batch (Execute: its reply is the job's result, so a
+  // durable job is not waited for; durable.cc, D8).
   SubmitResult submit(JobSpec spec, DoneFn done, void* user,
-                      const std::atomic<bool>* group_cancel = nullptr);
+                      const std::atomic<bool>* group_cancel = nullptr, bool ack_by_result = false);
+  // A final job that was never accepted because its accept record could not
+  // be committed (ack_by_result, durable.cc D8): the refusal, as submit
+  // would have returned it had it waited (D6: kExhausted for a full disk,
+  // kUnavailable otherwise; the job's message is its sentence). nullopt for
+  // every other job, and for a job not yet final.
+  static std::optional<Error> store_refusal(const Job& job);
 
   // The same for many requests (a Stream message, a SubmitBatch call), in
   // order (admission.cc), with one handler lookup per run of one handler name
@@ -263,7 +271,7 @@ class Engine {
   // index, its spec (and those after it) are left intact in specs for a
   // retry, and out[return value] holds the kExhausted error.
   // ack_by_result: the caller tells its client of a job only through the
-  // job's result (a Stream): a run of durable jobs is then not waited for;
+  // job's result (a Stream, an Execute): a run of durable jobs is then not waited for;
   // its jobs go to the pool from the commit's callback, and a failed commit
   // ends them FAILED with the commit's sentence (durable.cc, D8).
   std::size_t submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,

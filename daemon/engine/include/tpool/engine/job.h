@@ -304,6 +304,15 @@ class Job final : public plugin_host::JobServices {
   // cancellation), whichever came first: exchanged to true by the counter,
   // so the call is counted once. relaxed: the flag itself is all it orders.
   std::atomic<bool> ignored_claimed_{false};
+  // (D8 in durable.cc) Why a job answered through its result was never
+  // accepted: 0, or 1 + the ErrorCode of the failed commit's refusal
+  // (Engine::store_refusal). Stored by the journal's writer thread just
+  // before it tries to end the job FAILED, and read only once the job is
+  // final and FAILED: relaxed, because finish() publishes the state with
+  // release and the reader acquires it (inv 2). If another end won (a
+  // client's Cancel before the commit failed), the job is not FAILED and the
+  // field is not read, so its late store is harmless.
+  std::atomic<std::uint8_t> store_refusal_{0};
   friend struct JobTask;
   friend class Scheduler;
 };

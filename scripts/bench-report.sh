@@ -116,8 +116,10 @@ if any(k[0] == "beanstalkd" or k[1].startswith("durable_") for k in by):
                           f"{bean['jobs']:,} | {rate(bean)} | {ms(bean['latency_us']['p50'])} | "
                           f"{ms(bean['latency_us']['p99'])} | {errs(bean)} | {num(fs, '{:,.0f}')} | "
                           "n/a | n/a | | 1.00x |")
-        for mode, title in (("batch", f"SubmitBatch of {b:,} + Wait"),
-                            ("stream", f"Stream, messages of {b:,}")):
+        modes = [("batch", f"SubmitBatch of {b:,} + Wait"), ("stream", f"Stream, messages of {b:,}")]
+        if b == 1:
+            modes.append(("unary", "Execute, one call at a time"))
+        for mode, title in modes:
             nd, d = by.get(("tpoold", f"nondurable_{mode}_{b}")), by.get(("tpoold", f"durable_{mode}_{b}"))
             for r, system in ((nd, "tpoold"), (d, "tpoold --durable")):
                 if r is None:

@@ -22,6 +22,8 @@
 #   tpoold      {nondurable,durable}_{batch,stream}_{1,100,1000}
 #               tpoolctl bench --mode batch|stream -c B --batch B [--durable]:
 #               one SubmitBatch (or Stream message) of B jobs in flight at a time
+#   tpoold      {nondurable,durable}_unary_1
+#               tpoolctl bench --mode unary -c 1 [--durable]: one Execute at a time
 # Every tpoold run here is bracketed by two scrapes of /metrics, each taken once
 # the store's commit count stopped moving (the last end records); the row's
 # "store" (bench/peers/store_metrics.py) has the commits (= fsyncs) per 1,000
@@ -227,6 +229,14 @@ else
       done
     done
   done
+  # Execute, one call at a time: tpoold's one-job request/response (its reply
+  # is the job's result, one round trip), next to beanstalkd's one at a time.
+  for kind in nondurable durable; do
+    flag=()
+    [[ "$kind" == durable ]] && flag=(--durable)
+    run_store_case "${kind}_unary_1" "${sctl[@]}" bench echo "$payload" -n "$dseq_jobs" -c 1 \
+      --mode unary "${flag[@]}" --json --quiet
+  done
 fi
 
 python3 - "$out" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
@@ -246,18 +256,20 @@ def show(what, a, b, target=""):
     if a is None or b is None or b == 0:
         return
     print(f"bench/peers: {what}: {a:,.0f} / {b:,.0f} jobs/s = {a / b:.2f}x{target}", file=sys.stderr)
-for mode in ("batch", "stream"):
-    for b in (1, 100, 1000):
+for mode, batches in (("batch", (1, 100, 1000)), ("stream", (1, 100, 1000)), ("unary", (1,))):
+    for b in batches:
         show(f"tpoold durable / non-durable, {mode} {b}", rate("tpoold", f"durable_{mode}_{b}"),
              rate("tpoold", f"nondurable_{mode}_{b}"), " (target >= 0.5x at 100)" if b == 100 else "")
         s = (by.get(("tpoold", f"durable_{mode}_{b}")) or {}).get("store")
         if s:
             print(f"bench/peers:   durable {mode} {b}: {s['fsyncs_per_1000_jobs']} fsyncs per 1,000 jobs,"
                   f" commit p50 {s['commit_p50_ms']} ms, p99 {s['commit_p99_ms']} ms", file=sys.stderr)
-for mode in ("batch", "stream"):
+for mode in ("batch", "stream", "unary"):
     show(f"tpoold durable {mode} 1 / beanstalkd durable one at a time",
          rate("tpoold", f"durable_{mode}_1"), rate("beanstalkd", "durable_sequential"),
          " (target >= 1x)")
+    if mode == "unary":
+        continue
     show(f"tpoold durable {mode} 100 / beanstalkd durable pipelined 100",
          rate("tpoold", f"durable_{mode}_100"), rate("beanstalkd", "durable_pipelined_100"),
          " (target >= 10x)")

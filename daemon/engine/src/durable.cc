@@ -70,7 +70,8 @@
 //       A failed commit ends the run's jobs FAILED with D6's sentence
 //       instead of refusing them, marks each with the refusal
 //       (store_refusal: an Execute answers with D6's status, as a waited-for
-//       submit would have), and gives their slots back. ~Engine flushes the
+//       submit would have), writes no end for them (they were never on
+//       disk), and gives their slots back. ~Engine flushes the
 //       journal first, so no callback outlives the engine.
 #include <spdlog/spdlog.h>
 

@@ -386,8 +386,13 @@ void Engine::on_job_final(Job& job) {
     default:
       break;
   }
-  if (job.durable_ && !ended_by_shutdown(job)) journal_ended(job);  // (D3, D7)
-  if (job.retained_) store_->ended(job, now());                     // (E2, S4) its retention starts
+  // (D3, D7) A job whose accept failed to commit (D8) was never on disk:
+  // nothing to end there.
+  if (job.durable_ && !ended_by_shutdown(job) &&
+      job.store_refusal_.load(std::memory_order_relaxed) == 0) {
+    journal_ended(job);
+  }
+  if (job.retained_) store_->ended(job, now());  // (E2, S4) its retention starts
 }
 
 void Engine::expire() {

@@ -444,6 +444,11 @@ TEST_F(Durable, AnExecutesJobIsNotWaitedForAndAFailedCommitIsItsRefusal) {
   // any other I/O error kUnavailable.
   for (const bool full : {true, false}) {
     const int before = ctl_.calls_now();
+    // Everything queued is committed first (the last job's ended record was
+    // appended before its result was delivered), so the injected failure
+    // falls on this job's accept and on nothing else.
+    ASSERT_TRUE(journal_->flush().ok());
+    const std::uint64_t commits = journal_->stats().commits;
     journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
     const Engine::SubmitResult lost =
         engine().submit(durable("echo", "lost"), &Recorder::on_done, &done_, nullptr, true);
@@ -458,6 +463,8 @@ TEST_F(Durable, AnExecutesJobIsNotWaitedForAndAFailedCommitIsItsRefusal) {
         << refusal->message;
     EXPECT_EQ(ctl_.calls_now(), before);
     EXPECT_FALSE(journal_->flush().ok());  // the failed accept (J5)
+    // A job never on disk gets no end written either: no transaction since.
+    EXPECT_EQ(journal_->stats().commits, commits);
   }
   ASSERT_TRUE(idle());
 }

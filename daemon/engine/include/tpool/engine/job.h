@@ -311,7 +311,11 @@ class Job final : public plugin_host::JobServices {
   // final and FAILED: relaxed, because finish() publishes the state with
   // release and the reader acquires it (inv 2). If another end won (a
   // client's Cancel before the commit failed), the job is not FAILED and the
-  // field is not read, so its late store is harmless.
+  // field is not read, so its late store is harmless. on_job_final also
+  // reads it, to write no end for a job never on disk: on the writer thread
+  // that stored it when that thread ends the job; a canceller that won may
+  // read 0 and write an end the journal refuses (no such job), or read the
+  // late store and skip it: either leaves the file right.
   std::atomic<std::uint8_t> store_refusal_{0};
   friend struct JobTask;
   friend class Scheduler;

@@ -57,7 +57,9 @@
 //       their own (a run is all durable or all not), and a delayed durable
 //       item is committed alone. Step 5 of a durable run first commits the
 //       run's accept records and waits (D1; with ack_by_result, a Stream's or
-//       an Execute's, it does not wait: D8): on failure the run is refused
+//       an Execute's, it does not wait: D8; nor, for an unkeyed run, with a
+//       Committed callback, a Submit's or SubmitBatch's, which answers from
+//       the commit: D9): on failure the run is refused
 //       whole, before anything was put in the store; after it, a job the
 //       pool refuses is not refused but waits in the scheduler (D2). A
 //       keyed durable item commits under keyed_mu_ (A5), with the keyed
@@ -81,7 +83,7 @@ namespace tpool::engine {
 struct Engine::Admission {
   Admission(Engine& engine, std::span<JobSpec> s, DoneFn fn, void* u,
             const std::atomic<bool>* group, std::span<SubmitResult> o, bool stop_full,
-            bool ack_result)
+            bool ack_result, Committed committed)
       : e(engine),
         specs(s),
         done(fn),
@@ -89,7 +91,8 @@ struct Engine::Admission {
         group_cancel(group),
         out(o),
         stop_when_full(stop_full),
-        ack_by_result(ack_result) {}
+        ack_by_result(ack_result),
+        call_ack(committed.fn != nullptr ? std::make_shared<CallAck>(committed) : nullptr) {}
 
   Engine& e;
   std::span<JobSpec> specs;
@@ -98,8 +101,9 @@ struct Engine::Admission {
   const std::atomic<bool>* group_cancel;
   std::span<SubmitResult> out;
   bool stop_when_full;
-  bool ack_by_result;               // (D8)
-  std::size_t stop = specs.size();  // the first item refused for room (A1)
+  bool ack_by_result;                 // (D8)
+  std::shared_ptr<CallAck> call_ack;  // (D9) null: the caller waits here
+  std::size_t stop = specs.size();    // the first item refused for room (A1)
   // Every job of the call is accepted at this one reading (its wait time
   // starts here): one clock read per call, not per job (issue 19).
   const Job::Clock::time_point accepted_at = Job::Clock::now();
@@ -110,7 +114,8 @@ struct Engine::Admission {
   std::vector<Task> tasks;
   std::vector<CancelToken*> tokens;
   Lane run_lane = Lane::kDefault;
-  bool run_durable = false;           // (A8)
+  bool run_durable = false;  // (A8)
+  bool run_keyed = false;    // (A5, A9) a keyed run: its commit is waited for under keyed_mu_
   std::vector<std::size_t> run_dups;  // (A9) items deduplicated to a job of the run
 
   // Step 1's look-up, kept while items name the same handler.
@@ -238,6 +243,7 @@ struct Engine::Admission {
   void add_to_run(std::size_t i) {
     run_lane = item_lane;
     run_durable = specs[i].durable;
+    run_keyed = !specs[i].idempotency_key.empty();
     run.push_back(e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters, group_cancel,
                              done, user, accepted_at));
     run_index.push_back(i);
@@ -246,7 +252,9 @@ struct Engine::Admission {
   // Steps 5 and 6.
   void submit_run() {
     if (run.empty()) return;
-    if (run_durable && ack_by_result) {  // (D8) its result is the acknowledgement
+    // (D8) its result is the acknowledgement; (D9) the caller answers from
+    // the commit's callback.
+    if (run_durable && (ack_by_result || (call_ack != nullptr && !run_keyed))) {
       submit_run_async();
       return;
     }
@@ -308,6 +316,10 @@ struct Engine::Admission {
     link_batches();
     auto pending = std::make_shared<PendingRun>();
     pending->lane = run_lane;
+    if (call_ack != nullptr) {
+      call_ack->pending.fetch_add(1, std::memory_order_relaxed);  // the call's own count is held
+      pending->ack = call_ack;
+    }
     for (std::size_t k = 0; k < run.size(); ++k) {
       std::shared_ptr<Job>& j = run[k];
       if (j->retained_) e.store_->put(j);  // (A6)
@@ -399,7 +411,9 @@ struct Engine::Admission {
       submit_run();
     }
     submit_run();
-    return std::min(stop, specs.size());
+    const std::size_t consumed = std::min(stop, specs.size());
+    if (call_ack != nullptr) call_ack->release();  // (D9) out[] is complete
+    return consumed;
   }
 };
 
@@ -413,8 +427,9 @@ Engine::SubmitResult Engine::submit(JobSpec spec, DoneFn done, void* user,
 
 std::size_t Engine::submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
                                  const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
-                                 bool stop_when_full, bool ack_by_result) {
-  Admission a(*this, specs, done, user, group_cancel, out, stop_when_full, ack_by_result);
+                                 bool stop_when_full, bool ack_by_result, Committed committed) {
+  Admission a(*this, specs, done, user, group_cancel, out, stop_when_full, ack_by_result,
+              committed);
   return a.all();
 }
 

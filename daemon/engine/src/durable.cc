@@ -71,8 +71,25 @@
 //       instead of refusing them, marks each with the refusal
 //       (store_refusal: an Execute answers with D6's status, as a waited-for
 //       submit would have), writes no end for them (they were never on
-//       disk), and gives their slots back. ~Engine flushes the
+//       disk), takes them out of the result store (no Get, ListJobs or
+//       repeated key finds a job that was never accepted; its caller holds
+//       it), and gives their slots back. ~Engine flushes the
 //       journal first, so no callback outlives the engine.
+//  (D9) A caller that answers once its jobs are on disk but holds no
+//       thread meanwhile (Submit, SubmitBatch: submit_batch's `committed`)
+//       gets D8's treatment for its unkeyed, undelayed durable runs (stored,
+//       counted, to the pool from the commit's callback), and its answer
+//       from a CallAck: one count for the call, one per such run; the last
+//       release (the call's end on its own thread, or a run's settling on
+//       the writer thread, after its jobs went to the pool or ended FAILED)
+//       runs the caller's callback, which answers each item: a job with
+//       store_refusal() set is answered with that refusal, every other with
+//       its JobRef. So D1 holds for these callers too (no JobRef before the
+//       commit) while a gRPC thread goes on to its next call: concurrent
+//       Submits share commits without one thread per commit waiting. Keyed
+//       items keep D1's wait under keyed_mu_ (A5: a concurrent submit of the
+//       same key must not find a job whose accept may yet fail), and a
+//       delayed item keeps it too (A7).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -205,8 +222,10 @@ void Engine::on_async_commit(PendingRun& run, const Status& st) {
       j->store_refusal_.store(static_cast<std::uint8_t>(1 + static_cast<int>(err.code)),
                               std::memory_order_relaxed);  // published by finish (inv 2)
       (void)j->finish(JobState::kQueued, JobState::kFailed, {}, err.message);
+      if (j->retained_) store_->remove(*j);  // no Get, ListJobs or key finds it
       release_slot();
     }
+    if (run.ack) run.ack->release();  // (D9) after every job is FAILED with its refusal
     return;
   }
   store_ok();
@@ -220,6 +239,7 @@ void Engine::on_async_commit(PendingRun& run, const Status& st) {
   }
   const std::size_t accepted = to_pool(tasks, tokens, run.lane).first;
   for (std::size_t k = accepted; k < run.jobs.size(); ++k) park_committed(run.jobs[k]);  // (D2)
+  if (run.ack) run.ack->release();  // (D9) on disk: the caller may answer
 }
 
 std::optional<Error> Engine::store_refusal(const Job& job) {

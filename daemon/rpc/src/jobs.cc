@@ -1,9 +1,13 @@
 // JobService's unary RPCs. Execute, Wait and WaitBatch finish from the thread
-// that ends the (last) job; the others answer at once.
+// that ends the (last) job; Submit and SubmitBatch once their durable jobs'
+// accepts are committed (from the journal's writer thread: D9 in
+// durable.cc), at once when they have none; the others answer at once.
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -141,6 +145,62 @@ std::optional<grpc::Status> other_replica(std::uint64_t job_id, const std::strin
                        "; this is replica " + me + ": send the call to " + owner);
 }
 
+// Submit's answer, given once the job's accept is committed (D9 in
+// durable.cc): from the journal's writer thread, or from Submit itself
+// when nothing was waited for. Deletes itself.
+struct SubmitCall {
+  grpc::ServerUnaryReactor* reactor;
+  grpc::CallbackServerContext* ctx;  // valid until Finish: for a refusal's retry hint
+  tpool::v1::JobRef* resp;
+  const std::string& replica;  // the service's, which outlives every call
+  engine::Engine::SubmitResult result;
+
+  static void committed(void* arg) {
+    std::unique_ptr<SubmitCall> self(static_cast<SubmitCall*>(arg));
+    const engine::Engine::SubmitResult& r = self->result;
+    if (!r.ok()) {
+      self->reactor->Finish(to_status(*r.error, self->ctx));
+      return;
+    }
+    if (auto refusal = engine::Engine::store_refusal(*r.value.job)) {  // never accepted
+      self->reactor->Finish(to_status(*refusal, self->ctx));
+      return;
+    }
+    self->resp->set_job_id(r.value.job->id());
+    self->resp->set_replica(self->replica);
+    self->reactor->Finish(grpc::Status::OK);
+  }
+};
+
+// SubmitBatch's answer, likewise: the items the engine had (item_of[k] is
+// results[k]'s) are filled in once their accepts are committed; the items
+// refused before the engine were filled in by SubmitBatch.
+struct SubmitBatchCall {
+  grpc::ServerUnaryReactor* reactor;
+  tpool::v1::JobRefs* resp;
+  const std::string& replica;
+  std::vector<int> item_of;
+  std::vector<engine::Engine::SubmitResult> results;
+
+  static void committed(void* arg) {
+    std::unique_ptr<SubmitBatchCall> self(static_cast<SubmitBatchCall*>(arg));
+    for (std::size_t k = 0; k < self->results.size(); ++k) {
+      auto* out = self->resp->mutable_items(self->item_of[k]);
+      const engine::Engine::SubmitResult& r = self->results[k];
+      std::optional<engine::Error> err = r.error;
+      if (!err) err = engine::Engine::store_refusal(*r.value.job);  // never accepted
+      if (!err) {
+        out->set_job_id(r.value.job->id());
+        out->set_replica(self->replica);
+      } else {
+        out->set_code(code_number(*err));
+        out->set_message(err->message);
+      }
+    }
+    self->reactor->Finish(grpc::Status::OK);
+  }
+};
+
 }  // namespace
 
 namespace {
@@ -226,11 +286,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ct
   if (auto err = to_spec(*req, std::chrono::system_clock::time_point::max(), true, spec)) {
     return finish_now(ctx, to_status(*err, ctx));
   }
-  auto sub = engine_.submit(std::move(spec), nullptr, nullptr);
-  if (!sub.ok()) return finish_now(ctx, to_status(*sub.error, ctx));
-  resp->set_job_id(sub.value.job->id());
-  resp->set_replica(replica_);
-  return finish_now(ctx, grpc::Status::OK);
+  // (D9 in durable.cc) A durable job's JobRef goes out once its accept is
+  // committed, from the commit's callback: this gRPC thread does not wait.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* call = new SubmitCall{reactor, ctx, resp, replica_, {}};
+  engine_.submit_batch(std::span<engine::JobSpec>(&spec, 1), nullptr, nullptr, nullptr,
+                       std::span<engine::Engine::SubmitResult>(&call->result, 1),
+                       /*stop_when_full=*/false, /*ack_by_result=*/false,
+                       {&SubmitCall::committed, call});
+  return reactor;  // not call->reactor: committed() may have deleted call already
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContext* ctx,
@@ -267,19 +331,15 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
     }
     item_of.push_back(i);
   }
-  std::vector<engine::Engine::SubmitResult> results(specs.size());
-  engine_.submit_batch(specs, nullptr, nullptr, nullptr, results, /*stop_when_full=*/false);
-  for (std::size_t k = 0; k < specs.size(); ++k) {
-    auto* out = resp->mutable_items(item_of[k]);
-    if (results[k].ok()) {
-      out->set_job_id(results[k].value.job->id());
-      out->set_replica(replica_);
-    } else {
-      out->set_code(code_number(*results[k].error));
-      out->set_message(results[k].error->message);
-    }
-  }
-  return finish_now(ctx, grpc::Status::OK);
+  // (D9 in durable.cc) The items are answered once the batch's durable
+  // accepts are committed, from the commit's callback: this gRPC thread
+  // does not wait for the disk.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* call = new SubmitBatchCall{reactor, resp, replica_, std::move(item_of), {}};
+  call->results.resize(specs.size());
+  engine_.submit_batch(specs, nullptr, nullptr, nullptr, call->results, /*stop_when_full=*/false,
+                       /*ack_by_result=*/false, {&SubmitBatchCall::committed, call});
+  return reactor;  // not call->reactor: committed() may have deleted call already
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,

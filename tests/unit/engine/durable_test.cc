@@ -469,6 +469,96 @@ TEST_F(Durable, AnExecutesJobIsNotWaitedForAndAFailedCommitIsItsRefusal) {
   ASSERT_TRUE(idle());
 }
 
+TEST_F(Durable, ASubmitBatchIsAnsweredFromItsCommitAndItsThreadDoesNotWait) {
+  // (D9) submit_batch with a Committed callback: the unkeyed durable run is
+  // not waited for on the calling thread; the callback runs once it is on
+  // disk (or its commit failed), never before, and out[] is complete then.
+  start_durable();
+  struct Acked {
+    std::promise<void> called;
+    std::atomic<int> calls{0};
+    static void fn(void* arg) {
+      auto* self = static_cast<Acked*>(arg);
+      if (self->calls.fetch_add(1) == 0) self->called.set_value();
+    }
+  };
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> holding;
+  JobRecord blocker;
+  blocker.id = 1;  // below every id this engine hands out (its incarnation's bits)
+  blocker.handler = "echo";
+  blocker.accepted_unix_ms = now_ms();
+  std::vector<JobRecord> records;
+  records.push_back(blocker);
+  journal_->append_accepted(std::move(records), [&holding, released](const Status&) {
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();  // the writer is in the callback now
+
+  const int calls = ctl_.calls_now();
+  Acked acked;
+  std::vector<JobSpec> specs;
+  for (int i = 0; i < 3; ++i) specs.push_back(durable("echo", "acked " + std::to_string(i)));
+  std::vector<Engine::SubmitResult> out(specs.size());
+  auto submitted = std::async(std::launch::async, [&] {
+    return engine().submit_batch(specs, nullptr, nullptr, nullptr, out, false, false,
+                                 {&Acked::fn, &acked});
+  });
+  // A bound on a call that must not block, not a delay (as above).
+  const bool returned = submitted.wait_for(30s) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "submit_batch with a Committed callback waited for the held commit";
+  EXPECT_EQ(acked.calls.load(), 0) << "answered before the commit";
+  EXPECT_EQ(ctl_.calls_now(), calls);  // not run: not on disk yet
+  release.set_value();
+  EXPECT_EQ(submitted.get(), specs.size());
+  acked.called.get_future().wait();
+  EXPECT_EQ(acked.calls.load(), 1);
+  for (const auto& r : out) {
+    ASSERT_TRUE(r.ok()) << r.error->message;
+    EXPECT_TRUE(record(r.value.job->id()).has_value());  // on disk when answered
+    EXPECT_FALSE(Engine::store_refusal(*r.value.job).has_value());
+  }
+
+  // A failed commit: the callback still runs once, and each item's job
+  // carries the refusal the caller answers with (D6).
+  ASSERT_TRUE(journal_->flush().ok());
+  journal_->inject_commit_failures_for_testing(1, /*disk_full=*/true);
+  Acked lost;
+  std::vector<JobSpec> more;
+  more.push_back(durable("echo", "lost"));
+  std::vector<Engine::SubmitResult> lost_out(1);
+  engine().submit_batch(more, nullptr, nullptr, nullptr, lost_out, false, false,
+                        {&Acked::fn, &lost});
+  lost.called.get_future().wait();
+  ASSERT_TRUE(lost_out[0].ok());
+  const std::optional<Error> refusal = Engine::store_refusal(*lost_out[0].value.job);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->code, ErrorCode::kExhausted);
+  EXPECT_FALSE(journal_->flush().ok());                                  // the failed accept (J5)
+  EXPECT_FALSE(journal_->get(lost_out[0].value.job->id()).has_value());  // never on disk
+  EXPECT_FALSE(engine().find(lost_out[0].value.job->id()).ok());         // nor listed or found
+
+  // Nothing to wait for (non-durable; keyed durable, committed under
+  // keyed_mu_ as before: A5): the callback has run when submit_batch returns.
+  for (const bool keyed : {false, true}) {
+    Acked now;
+    std::vector<JobSpec> one;
+    one.push_back(keyed ? durable("echo", "keyed") : spec("echo", "plain"));
+    if (keyed) one[0].idempotency_key = "d9-key";
+    std::vector<Engine::SubmitResult> one_out(1);
+    engine().submit_batch(one, nullptr, nullptr, nullptr, one_out, false, false,
+                          {&Acked::fn, &now});
+    EXPECT_EQ(now.calls.load(), 1) << (keyed ? "keyed" : "non-durable");
+    ASSERT_TRUE(one_out[0].ok());
+    if (keyed) {
+      EXPECT_TRUE(record(one_out[0].value.job->id()).has_value());
+    }
+  }
+  ASSERT_TRUE(idle());
+}
+
 TEST_F(Durable, AJobACallDroppedKeepsRunning) {
   start_durable();
   std::atomic<bool> group{false};

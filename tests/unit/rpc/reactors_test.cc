@@ -300,5 +300,120 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
   std::filesystem::remove_all(dir);
 }
 
+// Submit and SubmitBatch of durable jobs (durable.cc, D9): answered from
+// the commit's callback, never before the accept is on disk, and with the
+// store's refusal when the commit failed: the call's status for Submit, the
+// item's code and message for SubmitBatch.
+TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tpool-rpc-submit-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  store::JournalOptions jo;
+  jo.path = (dir / "jobs.db").string();
+  auto opened = store::Journal::open(jo);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::unique_ptr<store::Journal> journal = std::move(opened).value();
+  {
+    ServerOptions o;
+    o.journal = journal.get();
+    InProcessServer srv(o);
+    ASSERT_TRUE(srv.ok());
+    auto req = job("echo", "kept", 5);
+    req.set_durable(true);
+    {
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobRef ref;
+      ASSERT_TRUE(srv.stub().Submit(&ctx, req, &ref).ok());
+      EXPECT_TRUE(journal->get(ref.job_id()).has_value());  // on disk when answered, no flush
+    }
+    {
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobBatch batch;
+      for (int i = 0; i < 3; ++i) *batch.add_jobs() = req;
+      batch.add_jobs()->set_handler("no-such-handler");
+      tpool::v1::JobRefs refs;
+      ASSERT_TRUE(srv.stub().SubmitBatch(&ctx, batch, &refs).ok());
+      ASSERT_EQ(refs.items_size(), 4);
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(refs.items(i).code(), 0) << refs.items(i).message();
+        EXPECT_TRUE(journal->get(refs.items(i).job_id()).has_value());
+      }
+      EXPECT_EQ(refs.items(3).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+    }
+    {
+      // With the journal's writer held in an earlier commit's callback (J4),
+      // the Submit is accepted (counted) but not answered until its accept
+      // commits.
+      std::promise<void> release;
+      std::shared_future<void> released = release.get_future().share();
+      std::promise<void> holding;
+      std::vector<store::JobRecord> records(1);
+      records[0].id = 1;  // below every id the engine hands out (its incarnation's bits)
+      records[0].handler = "echo";
+      journal->append_accepted(std::move(records), [&holding, released](const Status&) {
+        holding.set_value();
+        released.wait();
+      });
+      holding.get_future().wait();
+      const engine::HandlerSnapshot before = srv.handler_counts("echo");
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobRef ref;
+      std::promise<grpc::Status> answered;
+      std::future<grpc::Status> answer = answered.get_future();
+      srv.stub().async()->Submit(&ctx, &req, &ref,
+                                 [&answered](grpc::Status st) { answered.set_value(st); });
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (srv.handler_counts("echo").submitted == before.submitted &&
+             std::chrono::steady_clock::now() < end) {
+        std::this_thread::yield();
+      }
+      EXPECT_EQ(srv.handler_counts("echo").submitted, before.submitted + 1);
+      EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+          << "the JobRef went out before the accept was committed";
+      release.set_value();
+      const grpc::Status st = answer.get();
+      ASSERT_TRUE(st.ok()) << st.error_message();
+      EXPECT_TRUE(journal->get(ref.job_id()).has_value());
+    }
+    for (const bool full : {true, false}) {
+      (void)journal->flush();  // nothing queued takes the injected failure
+      journal->inject_commit_failures_for_testing(1, /*disk_full=*/full);
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobRef ref;
+      grpc::Status s = srv.stub().Submit(&ctx, req, &ref);
+      EXPECT_TRUE(is(s, full ? grpc::StatusCode::RESOURCE_EXHAUSTED : grpc::StatusCode::UNAVAILABLE,
+                     "the job store could not record the job, so it was not accepted"));
+      const auto& trailers = ctx.GetServerTrailingMetadata();
+      EXPECT_EQ(trailers.find("retry-after-ms") != trailers.end(), full);
+      EXPECT_EQ(ref.job_id(), 0u);
+    }
+    {
+      (void)journal->flush();
+      journal->inject_commit_failures_for_testing(1, /*disk_full=*/true);
+      grpc::ClientContext ctx;
+      bound(ctx);
+      tpool::v1::JobBatch batch;
+      for (int i = 0; i < 2; ++i) *batch.add_jobs() = req;
+      tpool::v1::JobRefs refs;
+      ASSERT_TRUE(srv.stub().SubmitBatch(&ctx, batch, &refs).ok());
+      ASSERT_EQ(refs.items_size(), 2);
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(refs.items(i).code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+        EXPECT_NE(refs.items(i).message().find("could not record the job"), std::string::npos)
+            << refs.items(i).message();
+        EXPECT_EQ(refs.items(i).job_id(), 0u);
+      }
+    }
+    EXPECT_TRUE(srv.wait_idle());
+  }
+  journal.reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tpool::rpc::testing

@@ -274,9 +274,26 @@ class Engine {
   // job's result (a Stream, an Execute): a run of durable jobs is then not waited for;
   // its jobs go to the pool from the commit's callback, and a failed commit
   // ends them FAILED with the commit's sentence (durable.cc, D8).
+  //
+  // committed (durable.cc, D9): the caller answers its client once the
+  // call's accepts are on disk, but does not hold its thread meanwhile (a
+  // Submit, a SubmitBatch). Its unkeyed, undelayed durable runs are then not
+  // waited for (as with ack_by_result); committed.fn(committed.arg) runs
+  // once, when every one of them has committed or failed: on the journal's
+  // writer thread (it must not wait for the journal: J4), or on this thread
+  // before submit_batch returns when there was nothing to wait for (no such
+  // run, or no journal). out[] is complete by then; an item whose commit
+  // failed holds an accepted job that is FAILED with store_refusal() set,
+  // and the caller answers it with that refusal. Keyed and delayed durable
+  // items are still waited for here (A5, A7).
+  struct Committed {  // {} (both null): the caller waits for the commits
+    void (*fn)(void* arg);
+    void* arg;
+  };
   std::size_t submit_batch(std::span<JobSpec> specs, DoneFn done, void* user,
                            const std::atomic<bool>* group_cancel, std::span<SubmitResult> out,
-                           bool stop_when_full, bool ack_by_result = false);
+                           bool stop_when_full, bool ack_by_result = false,
+                           Committed committed = {});
 
   // A retained job (Submit, or keyed), queued, running or ended. Without a
   // journal an id of another incarnation is kNotFound with a sentence saying
@@ -388,9 +405,22 @@ class Engine {
   std::optional<Error> commit_accepted(std::span<const std::shared_ptr<Job>> jobs);
   // (D8) The same without waiting: the jobs (admitted, stored, self_ set)
   // go to the pool from the commit's callback, or end FAILED if it failed.
+  // (D9) One submit_batch call's acknowledgement: one count for the call
+  // itself and one per run it did not wait for; the last release runs it.
+  struct CallAck {
+    explicit CallAck(Committed c) : to(c) {}
+    std::atomic<std::size_t> pending{1};
+    Committed to;
+    // acq_rel: the release that runs to.fn has seen every earlier
+    // releaser's writes (the call's out[], a failed run's FAILED jobs).
+    void release() {
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) to.fn(to.arg);
+    }
+  };
   struct PendingRun {
     std::vector<std::shared_ptr<Job>> jobs;
     Lane lane = Lane::kDefault;
+    std::shared_ptr<CallAck> ack;  // (D9) released once the run is settled
   };
   void commit_async(std::shared_ptr<PendingRun> run);
   void on_async_commit(PendingRun& run, const Status& st);

@@ -201,17 +201,32 @@ TEST_F(RpcReactors, AdminReloadAnswersWithTheHandlers) {
   EXPECT_GT(rep.handlers_size(), 0);
 }
 
+// A directory of its own for a test's journal, removed however the test
+// ends (a failed ASSERT returns early). Declared before the journal, so the
+// journal is closed first.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& prefix)
+      : path(std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path path;
+};
+
 // Execute of a durable job (issue 17, durable.cc D8): its accept is not
 // waited for on the gRPC thread, and a commit that fails is still answered
 // as the refusal it is, with the status and retry hint a waited-for submit
 // gives (D6), not as a FAILED result.
 TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tpool-rpc-durable-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const ScratchDir dir("tpool-rpc-durable-");
   store::JournalOptions jo;
-  jo.path = (dir / "jobs.db").string();
+  jo.path = (dir.path / "jobs.db").string();
   auto opened = store::Journal::open(jo);
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   std::unique_ptr<store::Journal> journal = std::move(opened).value();
@@ -296,8 +311,6 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
     EXPECT_EQ(srv.handler_counts("echo").succeeded, ran);  // neither refused job ran
     EXPECT_TRUE(srv.wait_idle());
   }
-  journal.reset();
-  std::filesystem::remove_all(dir);
 }
 
 // Submit and SubmitBatch of durable jobs (durable.cc, D9): answered from
@@ -305,12 +318,9 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
 // store's refusal when the commit failed: the call's status for Submit, the
 // item's code and message for SubmitBatch.
 TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tpool-rpc-submit-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const ScratchDir dir("tpool-rpc-submit-");
   store::JournalOptions jo;
-  jo.path = (dir / "jobs.db").string();
+  jo.path = (dir.path / "jobs.db").string();
   auto opened = store::Journal::open(jo);
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   std::unique_ptr<store::Journal> journal = std::move(opened).value();
@@ -411,8 +421,6 @@ TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) 
     }
     EXPECT_TRUE(srv.wait_idle());
   }
-  journal.reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -184,14 +184,26 @@ class UnaryCall final : public grpc::ServerCallbackUnary {
 
 // One unary method call; cancel: the client cancels once the method returned
 // (a reactor of its own sees OnCancel; the default reactor has answered).
+// A default reactor may finish after the method returned: a durable Submit or
+// SubmitBatch answers from its commit's callback, on the journal's writer
+// thread (durable.cc, D9). The wait is for test_status_set(), the last thing
+// the test reactor's Finish does, so ctx outlives it.
 template <class Method>
 grpc::Status unary(const char* name, Method&& method, bool cancel) {
   grpc::CallbackServerContext ctx;
-  grpc::testing::DefaultReactorTestPeer peer(&ctx);
+  std::mutex mu;
+  std::condition_variable cv;
+  grpc::testing::DefaultReactorTestPeer peer(&ctx, [&](const grpc::Status&) {
+    std::lock_guard lock(mu);
+    cv.notify_all();
+  });
   grpc::ServerUnaryReactor* r = method(&ctx);
   grpc::Status s;
   if (r == peer.reactor()) {
-    if (!peer.test_status_set()) fail("a default reactor returned without Finish");
+    std::unique_lock lock(mu);
+    if (!wait_ticking(lock, cv, [&] { return peer.test_status_set(); })) {
+      fail("a default reactor never finished");
+    }
     s = peer.test_status();
   } else {
     UnaryCall call(r);

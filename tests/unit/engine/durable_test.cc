@@ -12,6 +12,7 @@
 #include <future>
 
 #include "engine_test_support.h"
+#include "store_test_support.h"
 #include "tpool/store/journal.h"
 
 namespace tpool::engine::testing {
@@ -406,20 +407,8 @@ TEST_F(Durable, AnExecutesJobIsNotWaitedForAndAFailedCommitIsItsRefusal) {
   // runs only once it is. The writer is held in an earlier commit's
   // callback (J4), so the accept cannot commit until the test lets it go.
   start_durable();
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> holding;
-  JobRecord blocker;
-  blocker.id = 1;  // below every id this engine hands out (its incarnation's bits)
-  blocker.handler = "echo";
-  blocker.accepted_unix_ms = now_ms();
-  std::vector<JobRecord> records;
-  records.push_back(blocker);
-  journal_->append_accepted(std::move(records), [&holding, released](const Status&) {
-    holding.set_value();
-    released.wait();
-  });
-  holding.get_future().wait();  // the writer is in the callback now
+  store::testing::WriterGate gate;
+  gate.hold(*journal_, 1);  // id 1: below every id this engine hands out (its incarnation's bits)
 
   const int calls = ctl_.calls_now();
   auto submitted = std::async(std::launch::async, [this] {
@@ -431,7 +420,7 @@ TEST_F(Durable, AnExecutesJobIsNotWaitedForAndAFailedCommitIsItsRefusal) {
   const bool returned = submitted.wait_for(30s) == std::future_status::ready;
   EXPECT_TRUE(returned) << "submit with ack_by_result waited for the held commit";
   EXPECT_EQ(ctl_.calls_now(), calls);  // not run: its accept is not on disk yet
-  release.set_value();
+  gate.open();
   const Engine::SubmitResult r = submitted.get();
   ASSERT_TRUE(r.ok()) << r.error->message;
   const Recorder::Call c = done_.wait_job(r.value.job->id());
@@ -482,20 +471,8 @@ TEST_F(Durable, ASubmitBatchIsAnsweredFromItsCommitAndItsThreadDoesNotWait) {
       if (self->calls.fetch_add(1) == 0) self->called.set_value();
     }
   };
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::promise<void> holding;
-  JobRecord blocker;
-  blocker.id = 1;  // below every id this engine hands out (its incarnation's bits)
-  blocker.handler = "echo";
-  blocker.accepted_unix_ms = now_ms();
-  std::vector<JobRecord> records;
-  records.push_back(blocker);
-  journal_->append_accepted(std::move(records), [&holding, released](const Status&) {
-    holding.set_value();
-    released.wait();
-  });
-  holding.get_future().wait();  // the writer is in the callback now
+  store::testing::WriterGate gate;
+  gate.hold(*journal_, 1);  // id 1: below every id this engine hands out (its incarnation's bits)
 
   const int calls = ctl_.calls_now();
   Acked acked;
@@ -511,7 +488,7 @@ TEST_F(Durable, ASubmitBatchIsAnsweredFromItsCommitAndItsThreadDoesNotWait) {
   EXPECT_TRUE(returned) << "submit_batch with a Committed callback waited for the held commit";
   EXPECT_EQ(acked.calls.load(), 0) << "answered before the commit";
   EXPECT_EQ(ctl_.calls_now(), calls);  // not run: not on disk yet
-  release.set_value();
+  gate.open();
   EXPECT_EQ(submitted.get(), specs.size());
   acked.called.get_future().wait();
   EXPECT_EQ(acked.calls.load(), 1);

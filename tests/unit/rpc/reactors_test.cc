@@ -9,6 +9,7 @@
 #include <set>
 
 #include "in_process_server.h"
+#include "store_test_support.h"
 #include "tpool/store/journal.h"
 
 namespace tpool::rpc::testing {
@@ -201,42 +202,47 @@ TEST_F(RpcReactors, AdminReloadAnswersWithTheHandlers) {
   EXPECT_GT(rep.handlers_size(), 0);
 }
 
-// A directory of its own for a test's journal, removed however the test
-// ends (a failed ASSERT returns early). Declared before the journal, so the
-// journal is closed first.
-struct ScratchDir {
-  explicit ScratchDir(const std::string& prefix)
-      : path(std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
+// A journal in a directory of its own (removed however the test ends) and
+// an in-process server over it; req_ is a durable echo request.
+class RpcDurable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store::JournalOptions jo;
+    jo.path = (dir_ / "jobs.db").string();
+    auto opened = store::Journal::open(jo);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    journal_ = std::move(opened).value();
+    ServerOptions o;
+    o.journal = journal_.get();
+    srv_ = std::make_unique<InProcessServer>(o);
+    ASSERT_TRUE(srv_->ok());
+    req_ = job("echo", "kept", 5);
+    req_.set_durable(true);
   }
-  ~ScratchDir() {
+  void TearDown() override {
+    srv_.reset();  // the server before its journal
+    journal_.reset();
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    std::filesystem::remove_all(dir_, ec);
   }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path path;
+
+  const std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("tpool-rpc-durable-" + std::to_string(::getpid()));
+  std::unique_ptr<store::Journal> journal_;
+  std::unique_ptr<InProcessServer> srv_;
+  tpool::v1::JobRequest req_;
 };
 
 // Execute of a durable job (issue 17, durable.cc D8): its accept is not
 // waited for on the gRPC thread, and a commit that fails is still answered
 // as the refusal it is, with the status and retry hint a waited-for submit
 // gives (D6), not as a FAILED result.
-TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
-  const ScratchDir dir("tpool-rpc-durable-");
-  store::JournalOptions jo;
-  jo.path = (dir.path / "jobs.db").string();
-  auto opened = store::Journal::open(jo);
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  std::unique_ptr<store::Journal> journal = std::move(opened).value();
+TEST_F(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
+  InProcessServer& srv = *srv_;
+  const tpool::v1::JobRequest& req = req_;
   {
-    ServerOptions o;
-    o.journal = journal.get();
-    InProcessServer srv(o);
-    ASSERT_TRUE(srv.ok());
-    auto req = job("echo", "kept", 5);
-    req.set_durable(true);
     {
       grpc::ClientContext ctx;
       bound(ctx);
@@ -246,25 +252,16 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
       EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
       EXPECT_EQ(res.output(), "kept");
       EXPECT_EQ(res.tag(), 5u);
-      ASSERT_TRUE(journal->flush().ok());
-      EXPECT_TRUE(journal->get(res.job_id()).has_value());  // on disk: it ran after its accept
+      ASSERT_TRUE(journal_->flush().ok());
+      EXPECT_TRUE(journal_->get(res.job_id()).has_value());  // on disk: it ran after its accept
     }
     {
       // Accepted before its commit: with the journal's writer held in an
       // earlier commit's callback (J4), the Execute's job is counted
       // submitted, and not run, while its accept waits; a gRPC thread that
       // waited for the commit would count it only after.
-      std::promise<void> release;
-      std::shared_future<void> released = release.get_future().share();
-      std::promise<void> holding;
-      std::vector<store::JobRecord> records(1);
-      records[0].id = 1;  // below every id the engine hands out (its incarnation's bits)
-      records[0].handler = "echo";
-      journal->append_accepted(std::move(records), [&holding, released](const Status&) {
-        holding.set_value();
-        released.wait();
-      });
-      holding.get_future().wait();
+      store::testing::WriterGate gate;
+      gate.hold(*journal_, 1);  // id 1: below every id the engine hands out
       const engine::HandlerSnapshot before = srv.handler_counts("echo");
       grpc::ClientContext ctx;
       bound(ctx);
@@ -281,7 +278,7 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
           << "the Execute was not accepted while its commit was held";
       EXPECT_EQ(srv.handler_counts("echo").succeeded,
                 before.succeeded);  // not run before its commit
-      release.set_value();
+      gate.open();
       const grpc::Status st = answered.get_future().get();
       ASSERT_TRUE(st.ok()) << st.error_message();
       EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
@@ -291,8 +288,8 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
       // The last job's ended record was appended before its result was
       // answered: committed first, the injected failure falls on the
       // Execute's accept and on nothing else.
-      (void)journal->flush();  // the previous refusal's flush reports it (J5)
-      journal->inject_commit_failures_for_testing(1, /*disk_full=*/full);
+      (void)journal_->flush();  // the previous refusal's flush reports it (J5)
+      journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
       grpc::ClientContext ctx;
       bound(ctx);
       tpool::v1::JobResult res;
@@ -317,26 +314,16 @@ TEST(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
 // the commit's callback, never before the accept is on disk, and with the
 // store's refusal when the commit failed: the call's status for Submit, the
 // item's code and message for SubmitBatch.
-TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) {
-  const ScratchDir dir("tpool-rpc-submit-");
-  store::JournalOptions jo;
-  jo.path = (dir.path / "jobs.db").string();
-  auto opened = store::Journal::open(jo);
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  std::unique_ptr<store::Journal> journal = std::move(opened).value();
+TEST_F(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) {
+  InProcessServer& srv = *srv_;
+  const tpool::v1::JobRequest& req = req_;
   {
-    ServerOptions o;
-    o.journal = journal.get();
-    InProcessServer srv(o);
-    ASSERT_TRUE(srv.ok());
-    auto req = job("echo", "kept", 5);
-    req.set_durable(true);
     {
       grpc::ClientContext ctx;
       bound(ctx);
       tpool::v1::JobRef ref;
       ASSERT_TRUE(srv.stub().Submit(&ctx, req, &ref).ok());
-      EXPECT_TRUE(journal->get(ref.job_id()).has_value());  // on disk when answered, no flush
+      EXPECT_TRUE(journal_->get(ref.job_id()).has_value());  // on disk when answered, no flush
     }
     {
       grpc::ClientContext ctx;
@@ -349,7 +336,7 @@ TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) 
       ASSERT_EQ(refs.items_size(), 4);
       for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(refs.items(i).code(), 0) << refs.items(i).message();
-        EXPECT_TRUE(journal->get(refs.items(i).job_id()).has_value());
+        EXPECT_TRUE(journal_->get(refs.items(i).job_id()).has_value());
       }
       EXPECT_EQ(refs.items(3).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
     }
@@ -357,17 +344,8 @@ TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) 
       // With the journal's writer held in an earlier commit's callback (J4),
       // the Submit is accepted (counted) but not answered until its accept
       // commits.
-      std::promise<void> release;
-      std::shared_future<void> released = release.get_future().share();
-      std::promise<void> holding;
-      std::vector<store::JobRecord> records(1);
-      records[0].id = 1;  // below every id the engine hands out (its incarnation's bits)
-      records[0].handler = "echo";
-      journal->append_accepted(std::move(records), [&holding, released](const Status&) {
-        holding.set_value();
-        released.wait();
-      });
-      holding.get_future().wait();
+      store::testing::WriterGate gate;
+      gate.hold(*journal_, 1);  // id 1: below every id the engine hands out
       const engine::HandlerSnapshot before = srv.handler_counts("echo");
       grpc::ClientContext ctx;
       bound(ctx);
@@ -384,14 +362,14 @@ TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) 
       EXPECT_EQ(srv.handler_counts("echo").submitted, before.submitted + 1);
       EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
           << "the JobRef went out before the accept was committed";
-      release.set_value();
+      gate.open();
       const grpc::Status st = answer.get();
       ASSERT_TRUE(st.ok()) << st.error_message();
-      EXPECT_TRUE(journal->get(ref.job_id()).has_value());
+      EXPECT_TRUE(journal_->get(ref.job_id()).has_value());
     }
     for (const bool full : {true, false}) {
-      (void)journal->flush();  // nothing queued takes the injected failure
-      journal->inject_commit_failures_for_testing(1, /*disk_full=*/full);
+      (void)journal_->flush();  // nothing queued takes the injected failure
+      journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
       grpc::ClientContext ctx;
       bound(ctx);
       tpool::v1::JobRef ref;
@@ -403,8 +381,8 @@ TEST(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal) 
       EXPECT_EQ(ref.job_id(), 0u);
     }
     {
-      (void)journal->flush();
-      journal->inject_commit_failures_for_testing(1, /*disk_full=*/true);
+      (void)journal_->flush();
+      journal_->inject_commit_failures_for_testing(1, /*disk_full=*/true);
       grpc::ClientContext ctx;
       bound(ctx);
       tpool::v1::JobBatch batch;

@@ -228,6 +228,37 @@ class RpcDurable : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
 
+  // Polls (bounded: 30 s) until the engine counts an echo job submitted
+  // beyond `before`: the call under test was accepted.
+  std::uint64_t submitted_after(std::uint64_t before) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (srv_->handler_counts("echo").submitted == before &&
+           std::chrono::steady_clock::now() < end) {
+      std::this_thread::yield();
+    }
+    return srv_->handler_counts("echo").submitted;
+  }
+
+  // The next commit fails (disk full, or another I/O error). Whatever is
+  // queued is committed first (a job's end record is appended before its
+  // result is answered), so the failure falls on the next accept alone.
+  void fail_next_commit(bool full) {
+    (void)journal_->flush();  // a previous refusal's flush reports it (J5)
+    journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
+  }
+  // A call answered with the store's refusal (D6): its status and sentence,
+  // and a retry hint of one second for a full disk only.
+  static void expect_refusal(const grpc::Status& s, const grpc::ClientContext& ctx, bool full) {
+    EXPECT_TRUE(is(s, full ? grpc::StatusCode::RESOURCE_EXHAUSTED : grpc::StatusCode::UNAVAILABLE,
+                   "the job store could not record the job, so it was not accepted"));
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    const auto hint = trailers.find("retry-after-ms");
+    ASSERT_EQ(hint != trailers.end(), full);
+    if (full) {
+      EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "1000");
+    }
+  }
+
   const std::filesystem::path dir_ =
       std::filesystem::temp_directory_path() / ("tpool-rpc-durable-" + std::to_string(::getpid()));
   std::unique_ptr<store::Journal> journal_;
@@ -243,71 +274,50 @@ TEST_F(RpcDurable, ExecuteAnswersWithTheResultOrWithTheStoresRefusal) {
   InProcessServer& srv = *srv_;
   const tpool::v1::JobRequest& req = req_;
   {
-    {
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobResult res;
-      grpc::Status s = srv.stub().Execute(&ctx, req, &res);
-      ASSERT_TRUE(s.ok()) << s.error_message();
-      EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
-      EXPECT_EQ(res.output(), "kept");
-      EXPECT_EQ(res.tag(), 5u);
-      ASSERT_TRUE(journal_->flush().ok());
-      EXPECT_TRUE(journal_->get(res.job_id()).has_value());  // on disk: it ran after its accept
-    }
-    {
-      // Accepted before its commit: with the journal's writer held in an
-      // earlier commit's callback (J4), the Execute's job is counted
-      // submitted, and not run, while its accept waits; a gRPC thread that
-      // waited for the commit would count it only after.
-      store::testing::WriterGate gate;
-      gate.hold(*journal_, 1);  // id 1: below every id the engine hands out
-      const engine::HandlerSnapshot before = srv.handler_counts("echo");
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobResult res;
-      std::promise<grpc::Status> answered;
-      srv.stub().async()->Execute(&ctx, &req, &res,
-                                  [&answered](grpc::Status st) { answered.set_value(st); });
-      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (srv.handler_counts("echo").submitted == before.submitted &&
-             std::chrono::steady_clock::now() < end) {
-        std::this_thread::yield();
-      }
-      EXPECT_EQ(srv.handler_counts("echo").submitted, before.submitted + 1)
-          << "the Execute was not accepted while its commit was held";
-      EXPECT_EQ(srv.handler_counts("echo").succeeded,
-                before.succeeded);  // not run before its commit
-      gate.open();
-      const grpc::Status st = answered.get_future().get();
-      ASSERT_TRUE(st.ok()) << st.error_message();
-      EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
-    }
-    const std::uint64_t ran = srv.handler_counts("echo").succeeded;
-    for (const bool full : {true, false}) {
-      // The last job's ended record was appended before its result was
-      // answered: committed first, the injected failure falls on the
-      // Execute's accept and on nothing else.
-      (void)journal_->flush();  // the previous refusal's flush reports it (J5)
-      journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobResult res;
-      grpc::Status s = srv.stub().Execute(&ctx, req, &res);
-      EXPECT_TRUE(is(s, full ? grpc::StatusCode::RESOURCE_EXHAUSTED : grpc::StatusCode::UNAVAILABLE,
-                     "the job store could not record the job, so it was not accepted"));
-      const auto& trailers = ctx.GetServerTrailingMetadata();
-      const auto hint = trailers.find("retry-after-ms");
-      if (full) {
-        ASSERT_NE(hint, trailers.end());
-        EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "1000");
-      } else {
-        EXPECT_EQ(hint, trailers.end());
-      }
-    }
-    EXPECT_EQ(srv.handler_counts("echo").succeeded, ran);  // neither refused job ran
-    EXPECT_TRUE(srv.wait_idle());
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobResult res;
+    grpc::Status s = srv.stub().Execute(&ctx, req, &res);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(res.output(), "kept");
+    EXPECT_EQ(res.tag(), 5u);
+    ASSERT_TRUE(journal_->flush().ok());
+    EXPECT_TRUE(journal_->get(res.job_id()).has_value());  // on disk: it ran after its accept
   }
+  {
+    // Accepted before its commit: with the journal's writer held in an
+    // earlier commit's callback (J4), the Execute's job is counted
+    // submitted, and not run, while its accept waits; a gRPC thread that
+    // waited for the commit would count it only after.
+    store::testing::WriterGate gate;
+    gate.hold(*journal_, 1);  // id 1: below every id the engine hands out
+    const engine::HandlerSnapshot before = srv.handler_counts("echo");
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobResult res;
+    std::promise<grpc::Status> answered;
+    srv.stub().async()->Execute(&ctx, &req, &res,
+                                [&answered](grpc::Status st) { answered.set_value(st); });
+    EXPECT_EQ(submitted_after(before.submitted), before.submitted + 1)
+        << "the Execute was not accepted while its commit was held";
+    EXPECT_EQ(srv.handler_counts("echo").succeeded,
+              before.succeeded);  // not run before its commit
+    gate.open();
+    const grpc::Status st = answered.get_future().get();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(res.state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  }
+  const std::uint64_t ran = srv.handler_counts("echo").succeeded;
+  for (const bool full : {true, false}) {
+    fail_next_commit(full);
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobResult res;
+    expect_refusal(srv.stub().Execute(&ctx, req, &res), ctx, full);
+  }
+  EXPECT_EQ(srv.handler_counts("echo").succeeded, ran);  // neither refused job ran
+  EXPECT_TRUE(srv.wait_idle());
 }
 
 // Submit and SubmitBatch of durable jobs (durable.cc, D9): answered from
@@ -318,87 +328,74 @@ TEST_F(RpcDurable, SubmitAndSubmitBatchAnswerOnceCommittedOrWithTheStoresRefusal
   InProcessServer& srv = *srv_;
   const tpool::v1::JobRequest& req = req_;
   {
-    {
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobRef ref;
-      ASSERT_TRUE(srv.stub().Submit(&ctx, req, &ref).ok());
-      EXPECT_TRUE(journal_->get(ref.job_id()).has_value());  // on disk when answered, no flush
-    }
-    {
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobBatch batch;
-      for (int i = 0; i < 3; ++i) *batch.add_jobs() = req;
-      batch.add_jobs()->set_handler("no-such-handler");
-      tpool::v1::JobRefs refs;
-      ASSERT_TRUE(srv.stub().SubmitBatch(&ctx, batch, &refs).ok());
-      ASSERT_EQ(refs.items_size(), 4);
-      for (int i = 0; i < 3; ++i) {
-        EXPECT_EQ(refs.items(i).code(), 0) << refs.items(i).message();
-        EXPECT_TRUE(journal_->get(refs.items(i).job_id()).has_value());
-      }
-      EXPECT_EQ(refs.items(3).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
-    }
-    {
-      // With the journal's writer held in an earlier commit's callback (J4),
-      // the Submit is accepted (counted) but not answered until its accept
-      // commits.
-      store::testing::WriterGate gate;
-      gate.hold(*journal_, 1);  // id 1: below every id the engine hands out
-      const engine::HandlerSnapshot before = srv.handler_counts("echo");
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobRef ref;
-      std::promise<grpc::Status> answered;
-      std::future<grpc::Status> answer = answered.get_future();
-      srv.stub().async()->Submit(&ctx, &req, &ref,
-                                 [&answered](grpc::Status st) { answered.set_value(st); });
-      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (srv.handler_counts("echo").submitted == before.submitted &&
-             std::chrono::steady_clock::now() < end) {
-        std::this_thread::yield();
-      }
-      EXPECT_EQ(srv.handler_counts("echo").submitted, before.submitted + 1);
-      EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
-          << "the JobRef went out before the accept was committed";
-      gate.open();
-      const grpc::Status st = answer.get();
-      ASSERT_TRUE(st.ok()) << st.error_message();
-      EXPECT_TRUE(journal_->get(ref.job_id()).has_value());
-    }
-    for (const bool full : {true, false}) {
-      (void)journal_->flush();  // nothing queued takes the injected failure
-      journal_->inject_commit_failures_for_testing(1, /*disk_full=*/full);
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobRef ref;
-      grpc::Status s = srv.stub().Submit(&ctx, req, &ref);
-      EXPECT_TRUE(is(s, full ? grpc::StatusCode::RESOURCE_EXHAUSTED : grpc::StatusCode::UNAVAILABLE,
-                     "the job store could not record the job, so it was not accepted"));
-      const auto& trailers = ctx.GetServerTrailingMetadata();
-      EXPECT_EQ(trailers.find("retry-after-ms") != trailers.end(), full);
-      EXPECT_EQ(ref.job_id(), 0u);
-    }
-    {
-      (void)journal_->flush();
-      journal_->inject_commit_failures_for_testing(1, /*disk_full=*/true);
-      grpc::ClientContext ctx;
-      bound(ctx);
-      tpool::v1::JobBatch batch;
-      for (int i = 0; i < 2; ++i) *batch.add_jobs() = req;
-      tpool::v1::JobRefs refs;
-      ASSERT_TRUE(srv.stub().SubmitBatch(&ctx, batch, &refs).ok());
-      ASSERT_EQ(refs.items_size(), 2);
-      for (int i = 0; i < 2; ++i) {
-        EXPECT_EQ(refs.items(i).code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
-        EXPECT_NE(refs.items(i).message().find("could not record the job"), std::string::npos)
-            << refs.items(i).message();
-        EXPECT_EQ(refs.items(i).job_id(), 0u);
-      }
-    }
-    EXPECT_TRUE(srv.wait_idle());
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobRef ref;
+    ASSERT_TRUE(srv.stub().Submit(&ctx, req, &ref).ok());
+    EXPECT_TRUE(journal_->get(ref.job_id()).has_value());  // on disk when answered, no flush
   }
+  {
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobBatch batch;
+    for (int i = 0; i < 3; ++i) *batch.add_jobs() = req;
+    batch.add_jobs()->set_handler("no-such-handler");
+    tpool::v1::JobRefs refs;
+    ASSERT_TRUE(srv.stub().SubmitBatch(&ctx, batch, &refs).ok());
+    ASSERT_EQ(refs.items_size(), 4);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(refs.items(i).code(), 0) << refs.items(i).message();
+      EXPECT_TRUE(journal_->get(refs.items(i).job_id()).has_value());
+    }
+    EXPECT_EQ(refs.items(3).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  }
+  {
+    // With the journal's writer held in an earlier commit's callback (J4),
+    // the Submit is accepted (counted) but not answered until its accept
+    // commits.
+    store::testing::WriterGate gate;
+    gate.hold(*journal_, 1);  // id 1: below every id the engine hands out
+    const engine::HandlerSnapshot before = srv.handler_counts("echo");
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobRef ref;
+    std::promise<grpc::Status> answered;
+    std::future<grpc::Status> answer = answered.get_future();
+    srv.stub().async()->Submit(&ctx, &req, &ref,
+                               [&answered](grpc::Status st) { answered.set_value(st); });
+    EXPECT_EQ(submitted_after(before.submitted), before.submitted + 1);
+    EXPECT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+        << "the JobRef went out before the accept was committed";
+    gate.open();
+    const grpc::Status st = answer.get();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_TRUE(journal_->get(ref.job_id()).has_value());
+  }
+  for (const bool full : {true, false}) {
+    fail_next_commit(full);
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobRef ref;
+    expect_refusal(srv.stub().Submit(&ctx, req, &ref), ctx, full);
+    EXPECT_EQ(ref.job_id(), 0u);
+  }
+  {
+    fail_next_commit(/*full=*/true);
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobBatch batch;
+    for (int i = 0; i < 2; ++i) *batch.add_jobs() = req;
+    tpool::v1::JobRefs refs;
+    ASSERT_TRUE(srv.stub().SubmitBatch(&ctx, batch, &refs).ok());
+    ASSERT_EQ(refs.items_size(), 2);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(refs.items(i).code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+      EXPECT_NE(refs.items(i).message().find("could not record the job"), std::string::npos)
+          << refs.items(i).message();
+      EXPECT_EQ(refs.items(i).job_id(), 0u);
+    }
+  }
+  EXPECT_TRUE(srv.wait_idle());
 }
 
 }  // namespace

@@ -20,6 +20,14 @@
 //       its counts before the fence; a thread that is no worker and ends a
 //       task (submit_one's take-back, shutdown's own cancel scan) notifies
 //       itself, or is the waiter.
+//   (6) A worker's LIFO stack and local queue hold entries of its own lane
+//       only: enqueue() and take_from_inject() put an entry there only when
+//       the lanes match, and a steal from the other lane (the rebalance)
+//       takes one entry to run, never a batch. Other workers look for a
+//       lane's work only in queues of that lane's workers (steal_from,
+//       work_visible), so an entry of the other lane parked behind this
+//       worker's running task would be hidden from every worker that drains
+//       its lane but this one (LaneRebalance.AStealFromTheOtherLaneTakesOneTask).
 #include <algorithm>
 #include <bit>
 #include <exception>
@@ -83,10 +91,12 @@ Entry Pool::Impl::take_from_inject(Worker* w, Lane lane) {
 }
 
 // Steal half of a victim's queue: registered submitters first (they have no
-// worker to run their queue), then workers found through the bitmap.
+// worker to run their queue), then workers found through the bitmap. From
+// the other lane (the rebalance), one entry: the one we run (inv 6).
 Entry Pool::Impl::steal_from(Worker* w, Lane lane) {
   const std::size_t room = w->local->free_space();
-  const std::size_t max_batch = std::max<std::size_t>(1, std::min(cfg.steal_batch_size, room + 1));
+  const std::size_t max_batch =
+      lane != w->lane ? 1 : std::max<std::size_t>(1, std::min(cfg.steal_batch_size, room + 1));
   Entry buf[512];
   const std::size_t cap = std::min<std::size_t>(max_batch, 512);
   auto take = [&](std::size_t n) -> Entry {

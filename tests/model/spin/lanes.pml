@@ -22,7 +22,10 @@
  * Queues, as task counts: inject[D], inject[K], and each worker's local
  * queue lq[w] (tasks of the worker's lane: an owner pushes its nested
  * submits of its own lane there, other workers of a lane that drain it
- * steal). LIFO slots and submitter queues are in wake.pml.
+ * steal; a worker helping the other lane takes one task, never a batch, so
+ * its queue never holds the other lane's tasks: worker.cc inv 6, which the
+ * code broke until 2026-12-07). LIFO slots and submitter queues are in
+ * wake.pml.
  *
  * Every step is one shared access in the implementation's order, as in
  * wake.pml (which explains the fences that make Spin's sequentially

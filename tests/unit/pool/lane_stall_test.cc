@@ -26,6 +26,7 @@ class LaneStall : public ::testing::Test {
   void TearDown() override {
     runaway_.open();
     cpu_.open();
+    blocking_gate_.open();
     pool_.reset();
   }
   // The daemon's default shape: 2 CPU + 2 blocking workers, watchdog on.
@@ -48,6 +49,9 @@ class LaneStall : public ::testing::Test {
   TestClock clock_;
   Event runaway_;  // held until the end: the "spins for ever" handlers
   Event cpu_;      // the default-lane tasks that happened to land on CPU workers
+  Event blocking_gate_;
+  Event started_;  // a test's first task has started
+  Event queued_;   // a task has queued its children
   Counter running_;
   std::unique_ptr<Pool> pool_;
 };
@@ -192,6 +196,71 @@ INSTANTIATE_TEST_SUITE_P(Variants, LaneStallTick,
                          [](const ::testing::TestParamInfo<SchedulerVariant>& i) {
                            return std::string(to_string(i.param));
                          });
+
+// ---- LaneRebalance -----------------------------------------------------------
+
+// A blocking worker with nothing in its lane helps the default lane, and
+// takes one task from it, not half a queue (worker.cc inv 6). A batch would
+// go to its local queue, which the CPU workers never look at (they do not
+// drain the blocking lane): with the blocking worker stuck on the one it ran,
+// the rest of the batch would wait for ever behind it. The CI run of stop 34
+// caught this as LaneStall's first test starting 3 of its 4 tasks under
+// TSan; this is that interleaving, forced: the CPU worker's queue holds three
+// tasks when the blocking worker comes to steal (steal_half takes two of
+// three), and it sees no other work.
+TEST_F(LaneStall, AStealFromTheOtherLaneTakesOneTask) {
+  Config c = daemon_like();
+  c.max_threads = 2;  // worker 0 blocking, worker 1 CPU
+  c.min_threads = 2;
+  c.blocking_workers = 1;
+  TPOOL_CREATE_OR_SKIP(pool_, c);
+
+  // The blocking worker is busy until the CPU worker has queued everything.
+  std::function<void()> hold_blocking = [&] {
+    started_.open();
+    blocking_gate_.wait();
+  };
+  SubmitOptions b;
+  b.lane = Lane::kBlocking;
+  ASSERT_TRUE(pool_->submit(task_of(hold_blocking), b).ok());
+  ASSERT_TRUE(started_.wait_for()) << "the blocking-lane task never started";
+
+  // A child on the blocking worker is stuck there; one on the CPU worker ends.
+  std::atomic<int> on_blocking{0};
+  std::function<void()> child = [&] {
+    running_.add();
+    if (this_task::worker_index() == 0) {
+      on_blocking.fetch_add(1);
+      runaway_.wait();
+    }
+  };
+  // The parent runs on the CPU worker (the blocking one is busy) and queues
+  // four children there: one in its LIFO slot, three in its local queue.
+  std::function<void()> parent = [&] {
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(pool_->submit(task_of(child), {}).ok());
+    queued_.open();
+    cpu_.wait();
+  };
+  ASSERT_TRUE(pool_->submit(task_of(parent), {}).ok());
+  ASSERT_TRUE(queued_.wait_for()) << "the parent never ran";
+
+  // Free the blocking worker: its own lane is empty, so it steals from the
+  // CPU worker's queue, the only work there is, and gets stuck on the child.
+  blocking_gate_.open();
+  ASSERT_TRUE(running_.wait_at_least(1)) << "the blocking worker took no child";
+  EXPECT_EQ(on_blocking.load(), 1);
+
+  // The parent ends; the CPU worker runs the other three children.
+  cpu_.open();
+  ASSERT_TRUE(running_.wait_at_least(4))
+      << running_.value() << " of 4 children started: a child the blocking worker stole along "
+      << "with the one it runs is stranded in its local queue";
+  EXPECT_EQ(on_blocking.load(), 1);
+
+  runaway_.open();
+  ASSERT_TRUE(pool_->shutdown(ShutdownMode::kDrain, kBound).ok());
+  EXPECT_EQ(pool_->stats().live_descriptors, 0u);
+}
 
 // ---- CancelEverywhere --------------------------------------------------------
 

@@ -1,5 +1,6 @@
 // Must NOT compile under clang -Wthread-safety -Werror (see CMakeLists.txt):
-// add() writes n_ without holding mu_.
+// add() writes n_ without holding mu_. Built twice: with tpool::Mutex, and
+// with tpool::WordMutex (-DTPOOL_TSA_WORD).
 #include "tpool/common/mutex.h"
 
 class Counter {
@@ -7,7 +8,11 @@ class Counter {
   void add() { ++n_; }  // the error the analysis must report
 
  private:
+#ifdef TPOOL_TSA_WORD
+  tpool::WordMutex mu_;
+#else
   tpool::Mutex mu_;
+#endif
   int n_ GUARDED_BY(mu_) = 0;
 };
 

@@ -319,7 +319,7 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
   job->finished_ns_.store(job->accepted_.time_since_epoch().count(), std::memory_order_relaxed);
   job->attempt_.store(r.attempt, std::memory_order_relaxed);
   {
-    MutexLock lock(job->mu_);
+    WordLock lock(job->mu_);
     job->output_ = r.output;
     job->message_ = r.message;
     if (r.max_attempts > 1 && !r.attempt_messages.empty()) {
@@ -398,7 +398,7 @@ std::size_t Engine::recover() {
     job->recorded_accepted_unix_ms_ = r.accepted_unix_ms;
     job->attempt_.store(r.attempt, std::memory_order_relaxed);
     {
-      MutexLock lock(job->mu_);
+      WordLock lock(job->mu_);
       if (!history.empty()) job->extras_locked().attempt_messages = std::move(history);
     }
     job->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared

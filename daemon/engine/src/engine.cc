@@ -234,7 +234,7 @@ struct JobTask {
       if (may_retry) {
         // Every attempt's outcome is kept; the final message says how many ran.
         {
-          MutexLock lock(job.mu_);
+          WordLock lock(job.mu_);
           job.extras_locked().attempt_messages.push_back("attempt " + std::to_string(attempt) +
                                                          ": " + r.message);
         }

@@ -66,7 +66,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
   std::pair<DoneFn, void*> first{nullptr, nullptr};
   std::vector<std::pair<DoneFn, void*>> more;
   {
-    MutexLock lock(mu_);
+    WordLock lock(mu_);
     if (state_.load(std::memory_order_acquire) != from) return false;
     output_ = std::move(output);
     message_ = std::move(message);
@@ -82,7 +82,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
 }
 
 bool Job::reschedule(std::string attempt_message) {
-  MutexLock lock(mu_);  // (inv 1) serialised with finish(), as the deadline thread's
+  WordLock lock(mu_);  // (inv 1) serialised with finish(), as the deadline thread's
   if (state_.load(std::memory_order_acquire) != JobState::kRunning) return false;
   extras_locked().attempt_messages.push_back(std::move(attempt_message));
   return transition(JobState::kRunning, JobState::kScheduled);
@@ -93,12 +93,12 @@ bool Job::end_scheduled(JobState to, std::string message) {
 }
 
 std::vector<std::string> Job::attempt_messages() const {
-  MutexLock lock(mu_);
+  WordLock lock(mu_);
   return extras_ ? extras_->attempt_messages : std::vector<std::string>{};
 }
 
 bool Job::add_waiter(DoneFn fn, void* user) {
-  MutexLock lock(mu_);
+  WordLock lock(mu_);
   if (final()) return false;  // (inv 3)
   if (first_waiter_.first == nullptr) {
     first_waiter_ = {fn, user};
@@ -109,7 +109,7 @@ bool Job::add_waiter(DoneFn fn, void* user) {
 }
 
 bool Job::remove_waiter(DoneFn fn, void* user) {
-  MutexLock lock(mu_);
+  WordLock lock(mu_);
   if (first_waiter_ == std::make_pair(fn, user)) {
     first_waiter_ = {nullptr, nullptr};
     return true;
@@ -144,7 +144,7 @@ std::string Job::scheduled_message(bool deadline) const {
   if (done == 0) return unstarted_message(deadline);
   std::string last;
   {
-    MutexLock lock(mu_);
+    WordLock lock(mu_);
     if (extras_ && !extras_->attempt_messages.empty()) last = extras_->attempt_messages.back();
   }
   return "job " + std::to_string(id_) + " (" + spec_.handler + ") " +
@@ -194,7 +194,7 @@ std::chrono::microseconds Job::run_time() const noexcept {
 }
 
 std::pair<double, std::string> Job::progress_snapshot() const {
-  MutexLock lock(mu_);
+  WordLock lock(mu_);
   if (!extras_) return {0, std::string()};
   return {extras_->progress, extras_->progress_note};
 }
@@ -276,7 +276,7 @@ void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {
 
 void Job::progress(double fraction, std::string_view note) noexcept {
   try {
-    MutexLock lock(mu_);
+    WordLock lock(mu_);
     Extras& x = extras_locked();
     x.progress = fraction;
     x.progress_note.assign(note);

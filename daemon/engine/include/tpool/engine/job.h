@@ -237,10 +237,6 @@ class Job final : public plugin_host::JobServices {
   std::string output_;                        // (inv 2)
   std::string message_;                       // (inv 2)
 
-  // Also serialises the finishers (inv 1); output_ and message_ are written
-  // under it but read without it once final() (inv 2), so they are not
-  // GUARDED_BY it.
-  mutable Mutex mu_;
   // Most jobs have exactly one waiter (the call that submitted them): it
   // lives inline, so a job allocates nothing for it. (inv 3)
   std::pair<DoneFn, void*> first_waiter_ GUARDED_BY(mu_){nullptr, nullptr};
@@ -284,6 +280,13 @@ class Job final : public plugin_host::JobServices {
   // bytes where, spread out, their padding made them 48 (docs/benchmarks.md,
   // "Memory per job"). Each is initialised by default or by the constructor
   // from its parameters, never from another member.
+  // Also serialises the finishers (inv 1); output_ and message_ are written
+  // under it but read without it once final() (inv 2), so they are not
+  // GUARDED_BY it. One word, not a std::mutex's 40 bytes (docs/benchmarks.md,
+  // "Memory per job"): its critical sections are a few stores, and no
+  // condition variable waits on it. Here, among the four-byte fields, for
+  // the layout (the annotations above may name a member declared later).
+  mutable WordMutex mu_;
   mutable std::atomic<std::uint32_t> group_readers_{0};  // (inv 6)
   // Attempts started: incremented by the worker as an attempt starts
   // (QUEUED -> RUNNING); relaxed: a figure, and the worker's own reads are

@@ -18,6 +18,7 @@ Exits 77 (ctest SKIP) while tpoold or tpoolctl is not part of this build.
 """
 
 import argparse
+import os
 import pathlib
 import re
 import shutil
@@ -55,9 +56,18 @@ def serve_installed(c, root, work):
     cfg, port_file, log = work / "serve.toml", work / "serve.port", work / "serve.log"
     cfg.write_text(config)
     plugins = sorted(p.stem for p in (root / "usr/lib/tpool/plugins").glob("*.so"))
+    # The installed config leaves admin_listen "": the admin socket goes to
+    # $RUNTIME_DIRECTORY, which the unit's RuntimeDirectory= sets. Set it as
+    # systemd would, to a directory of this run: without it the daemon falls
+    # back to /tmp/tpoold-$UID/admin.sock, the path a tpoold of the user's own
+    # (`make run`) listens on, and would refuse to start next to it.
+    run_dir = work / "run"  # /run/tpoold
+    run_dir.mkdir(mode=0o700, exist_ok=True)
+    env = dict(os.environ, RUNTIME_DIRECTORY=str(run_dir))
+    env.pop("XDG_RUNTIME_DIR", None)
     with open(log, "w") as out:
         proc = subprocess.Popen([str(root / "usr/bin/tpoold"), "--config", str(cfg),
-                                 "--port-file", str(port_file)], stdout=out, stderr=out)
+                                 "--port-file", str(port_file)], stdout=out, stderr=out, env=env)
     try:
         port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30)
         c.check(bool(port), f"the installed tpoold did not start serving within 30 s; log:\n"
@@ -66,6 +76,10 @@ def serve_installed(c, root, work):
             c.check((state / "jobs.db").exists(),
                     f"the installed tpoold serves but made no journal at {state}/jobs.db "
                     "([store] path of the installed config, moved into the work directory)")
+            c.check((run_dir / "admin.sock").is_socket(),
+                    f"the installed tpoold serves but made no admin socket at "
+                    f"{run_dir}/admin.sock ($RUNTIME_DIRECTORY/admin.sock, what the installed "
+                    "config's admin_listen = \"\" promises under systemd)")
             text = log.read_text()
             for name in plugins:
                 c.check(f"loaded {root}/usr/lib/tpool/plugins/{name}.so" in text,

@@ -178,7 +178,7 @@ struct Engine::Admission {
     bool in_run = false;
     if (first == nullptr) {  // (A9) a key earlier in the pending keyed run
       for (const auto& j : run) {
-        if (j->spec_.idempotency_key == spec.idempotency_key) {
+        if (j->idempotency_key() == spec.idempotency_key) {
           first = j;
           in_run = true;
           break;
@@ -338,7 +338,7 @@ struct Engine::Admission {
     const bool room = err.code == ErrorCode::kExhausted;
     out[i] = {{}, std::move(err)};
     if (stop_when_full && room) {
-      specs[i] = std::move(j.spec_);  // (A1) intact for the retry
+      specs[i] = j.take_spec();  // (A1) intact for the retry
       stop = std::min(stop, i);
     }
   }

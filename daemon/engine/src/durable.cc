@@ -109,13 +109,13 @@ namespace {
 constexpr std::chrono::milliseconds kFullDiskRetryAfter{1000};
 
 store::JobRecord accept_record(const Job& job, std::int64_t now_ms) {
-  const JobSpec& spec = job.spec();
+  const JobSpecCore& spec = job.spec();
   store::JobRecord r;
   r.id = job.id();
   r.handler = spec.handler;
   r.payload = spec.payload;
-  r.idempotency_key = spec.idempotency_key;
-  r.labels = spec.labels;
+  r.idempotency_key = job.idempotency_key();
+  r.labels = job.labels();
   r.lane = static_cast<std::uint32_t>(spec.lane);
   r.timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, spec.timeout.count()));
   r.accepted_unix_ms = now_ms;

@@ -42,13 +42,37 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
          Clock::time_point accepted)
     : engine_(engine),
       id_(id),
-      spec_(std::move(spec)),
+      spec_(std::move(static_cast<JobSpecCore&>(spec))),
+      keyed_(spec.idempotency_key.empty() && spec.labels.empty()
+                 ? nullptr
+                 : std::make_unique<Keyed>(
+                       Keyed{std::move(spec.idempotency_key), std::move(spec.labels)})),
       handler_(std::move(handler)),
       group_cancel_(group_cancel),
       accepted_(accepted),
       first_waiter_(first_waiter),
       lane_(lane) {
   if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
+}
+
+const std::string& Job::idempotency_key() const noexcept {
+  static const std::string kNone;
+  return keyed_ ? keyed_->idempotency_key : kNone;
+}
+
+const Labels& Job::labels() const noexcept {
+  static const Labels kNone;
+  return keyed_ ? keyed_->labels : kNone;
+}
+
+JobSpec Job::take_spec() noexcept {
+  JobSpec out;
+  static_cast<JobSpecCore&>(out) = std::move(spec_);
+  if (keyed_) {
+    out.idempotency_key = std::move(keyed_->idempotency_key);
+    out.labels = std::move(keyed_->labels);
+  }
+  return out;
 }
 
 bool Job::transition(JobState from, JobState to) noexcept {
@@ -201,16 +225,17 @@ std::pair<double, std::string> Job::progress_snapshot() const {
 
 std::size_t Job::retained_bytes() const noexcept {
   // The fixed part is an estimate of the Job object and its map entries:
-  // picked by hand (sizeof(Job) is 472 bytes on x86-64 with GCC 12; with its
-  // control block and the result store's entry a retained job measured ~630
-  // bytes of RSS, docs/benchmarks.md, "Memory per job").
-  std::size_t labels = 0;
-  for (const auto& [k, v] : spec_.labels) labels += k.size() + v.size();
+  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12; 392 now)
+  // and a retained job, with its control block and the result store's entry,
+  // measured ~630 bytes of RSS (~550 now: docs/benchmarks.md, "Memory per
+  // job"). Kept: it bounds max_retained_bytes as before.
+  std::size_t label_bytes = 0;
+  for (const auto& [k, v] : labels()) label_bytes += k.size() + v.size();
   // A job that did not succeed keeps its payload for Retry (engine.cc); a
   // succeeded one's is released by its worker after this is read (on the
   // same thread, in finish()).
   const std::size_t payload = state() == JobState::kSucceeded ? 0 : spec_.payload.size();
-  return 512 + output_.size() + message_.size() + spec_.idempotency_key.size() + labels + payload;
+  return 512 + output_.size() + message_.size() + idempotency_key().size() + label_bytes + payload;
 }
 
 bool Job::is_cancelled() const noexcept {

@@ -28,7 +28,7 @@ bool matches(const Job& j, const ListFilter& f) {
     return false;
   if (!f.handler.empty() && j.handler_name() != f.handler) return false;
   if (f.label_key.empty()) return true;
-  for (const auto& [k, v] : j.spec().labels) {
+  for (const auto& [k, v] : j.labels()) {
     if (k == f.label_key && (f.label_value.empty() || v == f.label_value)) return true;
   }
   return false;
@@ -96,12 +96,12 @@ Engine::SubmitResult Engine::retry(std::uint64_t id, DoneFn done, void* user) {
                       (state == JobState::kSucceeded ? "submit a new job to run it again"
                                                      : "wait for it to end first (Wait)")}};
   }
-  const JobSpec& from = old.spec();
+  const JobSpecCore& from = old.spec();
   JobSpec s;
   s.handler = from.handler;
   s.payload = from.payload;  // kept, read-only, by a job that did not succeed (inv 5)
   s.lane = from.lane;
-  s.labels = from.labels;
+  s.labels = old.labels();
   s.retain = true;
   s.max_attempts = from.max_attempts;
   s.backoff_base = from.backoff_base;

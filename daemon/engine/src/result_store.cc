@@ -8,7 +8,7 @@ namespace tpool::engine {
 
 void InMemoryResultStore::put(std::shared_ptr<Job> job) {
   const std::uint64_t id = job->id();
-  const std::string& key = job->spec().idempotency_key;
+  const std::string& key = job->idempotency_key();
   MutexLock lock(mu_);
   if (!key.empty()) keys_.emplace(key, id);  // (S3) the engine checked it is free
   retained_.emplace(id, std::move(job));     // (S2) the store's reference
@@ -19,7 +19,7 @@ void InMemoryResultStore::remove(const Job& job) {
   MutexLock lock(mu_);
   auto it = retained_.find(job.id());
   if (it == retained_.end()) return;
-  const std::string& key = job.spec().idempotency_key;
+  const std::string& key = job.idempotency_key();
   if (!key.empty()) {
     if (auto k = keys_.find(key); k != keys_.end() && k->second == job.id()) keys_.erase(k);
   }
@@ -64,7 +64,7 @@ void InMemoryResultStore::evict(TimePoint now) {
     const bool too_many = ended_.size() > bounds_.max_entries;
     if (!too_old && !too_big && !too_many) break;
     if (auto it = retained_.find(e.id); it != retained_.end()) {
-      const std::string& key = it->second->spec().idempotency_key;
+      const std::string& key = it->second->idempotency_key();
       if (!key.empty()) {
         if (auto k = keys_.find(key); k != keys_.end() && k->second == e.id) keys_.erase(k);
       }

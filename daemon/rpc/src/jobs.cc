@@ -533,7 +533,7 @@ void fill_status(const engine::Job& job, const std::string& replica, tpool::v1::
                                                                                       : fraction);
   resp->set_progress_message(note);
   if (engine::is_final(state)) resp->set_message(job.message());
-  for (const auto& [k, v] : job.spec().labels) (*resp->mutable_labels())[k] = v;
+  for (const auto& [k, v] : job.labels()) (*resp->mutable_labels())[k] = v;
   resp->set_accepted_unix_ms(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(job.accepted_wall().time_since_epoch())
           .count()));

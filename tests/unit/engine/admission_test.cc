@@ -330,10 +330,17 @@ TEST_F(EngineAdmission, StopWhenFullLeavesTheRestIntactWhenThePoolIsFull) {
   std::vector<JobSpec> specs;
   for (int i = 0; i < 3; ++i) specs.push_back(spec("echo", "r" + std::to_string(i)));
   specs[1].idempotency_key = "k1";
+  // Item 0 is built, then refused: its key and labels come back from the
+  // job (Job::take_spec), which keeps them apart from the rest.
+  specs[0].idempotency_key = "k0";
+  specs[0].labels.emplace_back("team", "a");
   std::vector<Engine::SubmitResult> out;
   ASSERT_EQ(batch(specs, out, /*stop_when_full=*/true), 0u);
   EXPECT_EQ(out[0].error->message, refusal.message);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(specs[i].payload, "r" + std::to_string(i)) << i;
+  EXPECT_EQ(specs[0].idempotency_key, "k0");
+  EXPECT_EQ(specs[0].labels, (Labels{{"team", "a"}}));
+  EXPECT_EQ(specs[0].handler, "echo");
   EXPECT_EQ(specs[1].idempotency_key, "k1");
   // Refused retained jobs left the store (A6): nothing of them is findable.
   EXPECT_EQ(engine().snapshot().retained_entries, 0u);

@@ -616,7 +616,7 @@ TEST_F(Listing, RetryRunsAnEndedJobAgainAsANewJobAndRefusesTheOthers) {
   Recorder::Call c = done_.wait_job(r.value.job->id());
   EXPECT_EQ(c.state, JobState::kFailed);  // the same input fails the same way
   EXPECT_EQ(c.message, "broken");
-  EXPECT_EQ(r.value.job->spec().labels, bad->spec().labels);
+  EXPECT_EQ(r.value.job->labels(), bad->labels());
   EXPECT_EQ(r.value.job->spec().payload, "5:broken");  // kept: it did not succeed
   // A succeeded job (its payload released) and a running one: refused.
   auto ok = retained("echo", "fine");

@@ -212,7 +212,7 @@ TEST_F(EngineIdempotency, StopWhenFullTreatsAKeyedItemLikeAnyOther) {
   ASSERT_EQ(batch(retry, out, true), 1u);
   ASSERT_TRUE(out[0].ok());
   EXPECT_FALSE(out[0].value.deduplicated);
-  EXPECT_EQ(out[0].value.job->spec().idempotency_key, "swf2");
+  EXPECT_EQ(out[0].value.job->idempotency_key(), "swf2");
   EXPECT_EQ(done_.wait_job(out[0].value.job->id()).output, "k");
 }
 
@@ -280,7 +280,7 @@ TEST_F(EngineIdempotency, AKeyedJobIsRetainedEvenWithoutRetain) {
   auto c = finish(s);
   Expected<Job> found = engine().find(c.id);
   ASSERT_TRUE(found.ok());
-  EXPECT_EQ(found.value->spec().idempotency_key, "retained");
+  EXPECT_EQ(found.value->idempotency_key(), "retained");
   EXPECT_EQ(engine().snapshot().retained_entries, 1u);
 }
 

@@ -78,16 +78,15 @@ std::string_view to_string(JobState s) noexcept;
 // Which lane a request asked for.
 enum class LaneChoice : std::uint8_t { kHandlerHint, kDefault, kBlocking };
 
-// A request, free of protocol types. The fields of one byte and the 32-bit
-// one come last, together: 176 bytes instead of 200 with the padding
-// between them (docs/benchmarks.md, "Memory per job").
-struct JobSpec {
+// What every job keeps of its request: all of JobSpec but the idempotency
+// key and the labels, which few requests set (a Job keeps those in a block
+// of its own, only when set: docs/benchmarks.md, "Memory per job"). The
+// fields of one byte and the 32-bit one come last, together.
+struct JobSpecCore {
   std::string handler;
   std::string payload;
   // Absolute deadline (job timeout and call deadline, the earlier); max: none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  std::string idempotency_key;
-  std::vector<std::pair<std::string, std::string>> labels;
   std::uint64_t tag = 0;  // the client's correlation tag (Stream), carried through
   // Retries (scheduler.h): the most attempts (max_attempts below; 1 = no
   // retry), and the backoff before attempt n+1: uniform in
@@ -113,6 +112,14 @@ struct JobSpec {
   bool durable = false;
 };
 
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// A request, free of protocol types.
+struct JobSpec : JobSpecCore {
+  std::string idempotency_key;
+  Labels labels;
+};
+
 class Job;
 class Engine;
 class Scheduler;
@@ -130,7 +137,10 @@ class Job final : public plugin_host::JobServices {
 
   std::uint64_t id() const noexcept { return id_; }
   const std::string& handler_name() const noexcept { return spec_.handler; }
-  const JobSpec& spec() const noexcept { return spec_; }
+  // The request, less its key and labels (below).
+  const JobSpecCore& spec() const noexcept { return spec_; }
+  const std::string& idempotency_key() const noexcept;  // empty: none
+  const Labels& labels() const noexcept;
   Lane lane() const noexcept { return lane_; }
   JobState state() const noexcept { return state_.load(std::memory_order_acquire); }  // (inv 2)
   bool final() const noexcept { return is_final(state()); }
@@ -212,9 +222,20 @@ class Job final : public plugin_host::JobServices {
   // unstarted_message for a delayed job, else naming the last failure.
   std::string scheduled_message(bool deadline) const EXCLUDES(mu_);
 
+  // (A1 in admission.cc) The request back, whole, for a refused item the
+  // caller may submit again; the job is not used after.
+  JobSpec take_spec() noexcept;
+
   Engine& engine_;
   const std::uint64_t id_;
-  JobSpec spec_;
+  JobSpecCore spec_;
+  // The request's idempotency key and labels, when it has either; null for
+  // most jobs. Set by the constructor, read-only after.
+  struct Keyed {
+    std::string idempotency_key;
+    Labels labels;
+  };
+  std::unique_ptr<Keyed> keyed_;
   // The handler of the job's registry generation. Dropped (reset) once the
   // job has ended, by the one thread that may still use it: the worker whose
   // attempt ended it (JobTask::end_attempt), or the thread that ended it

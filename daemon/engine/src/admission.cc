@@ -187,7 +187,7 @@ struct Engine::Admission {
     }
     if (first == nullptr) return true;
     if (first->spec_.handler != spec.handler ||
-        first->payload_hash_ != std::hash<std::string_view>{}(spec.payload)) {
+        first->payload_hash() != std::hash<std::string_view>{}(spec.payload)) {
       refuse(i, e.rejected_conflict_, conflict_error(spec.idempotency_key, first->id()));
       return false;
     }
@@ -282,7 +282,7 @@ struct Engine::Admission {
     for (std::size_t k = 0; k + 1 < run.size(); ++k) {
       const plugin_host::HandlerRef& h = run[k]->handler_;
       if (h && h.isolated() && h.same_handler(run[k + 1]->handler_)) {
-        run[k]->batch_next_ = run[k + 1];
+        run[k]->rare().batch_next = run[k + 1];
       }
     }
   }
@@ -587,7 +587,7 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
       *this, id, std::move(spec), std::move(handler), lane, durable ? nullptr : group_cancel,
       done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr},
       accepted);
-  job->payload_hash_ = hash;
+  if (hash != 0) job->rare().payload_hash = hash;
   job->counters_ = &counters;
   job->retained_ = retain;
   job->durable_ = durable;

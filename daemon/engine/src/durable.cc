@@ -310,10 +310,11 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
   JobSpec spec = spec_from_record(r);
   auto job = std::make_shared<Job>(*this, r.id, std::move(spec), host_.find(r.handler),
                                    Lane::kDefault, nullptr);
-  job->payload_hash_ =
-      r.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(std::string_view(r.payload));
+  if (!r.idempotency_key.empty()) {
+    job->rare().payload_hash = std::hash<std::string_view>{}(std::string_view(r.payload));
+  }
   job->counters_ = &counters_for(r.handler);
-  job->recorded_accepted_unix_ms_ = r.accepted_unix_ms;
+  job->rare().recorded_accepted_unix_ms = r.accepted_unix_ms;
   // It neither waited nor ran in this process: its wait and run times are 0
   // (the journal keeps when it was accepted and ended, not how long it ran).
   job->finished_ns_.store(job->accepted_.time_since_epoch().count(), std::memory_order_relaxed);
@@ -391,11 +392,11 @@ std::size_t Engine::recover() {
         spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
     auto job =
         std::make_shared<Job>(*this, r.id, std::move(spec), std::move(handler), lane, nullptr);
-    job->payload_hash_ = hash;
+    if (hash != 0) job->rare().payload_hash = hash;
     job->counters_ = &counters_for(r.handler);
     job->retained_ = true;
     job->durable_ = true;
-    job->recorded_accepted_unix_ms_ = r.accepted_unix_ms;
+    job->rare().recorded_accepted_unix_ms = r.accepted_unix_ms;
     job->attempt_.store(r.attempt, std::memory_order_relaxed);
     {
       WordLock lock(job->mu_);

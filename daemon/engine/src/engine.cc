@@ -37,7 +37,7 @@
 //       handler, Job::cancel, an isolated runner that did not call it: wire.h,
 //       W6): Job::unstarted_message.
 //  (E7) Batches for isolated handlers. Admission links the jobs of one run
-//       that share an isolated handler (Job::batch_next_, before any task is
+//       that share an isolated handler (Job::Rare::batch_next, before any task is
 //       submitted). A worker whose task starts such a job (its own CAS
 //       QUEUED -> RUNNING, inv 1) also starts the linked jobs after it, each
 //       by the same CAS, up to the host's batch_limit for the handler (its
@@ -79,7 +79,7 @@ struct JobTask {
     std::shared_ptr<Job> self = std::move(job.self_);
     Engine& e = job.engine_;
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
-      std::shared_ptr<Job> next = job.batch_next_.lock();
+      std::shared_ptr<Job> next = job.batch_next();
       const std::size_t limit = next ? e.host_.batch_limit(job.handler_) : 1;
       if (limit > 1) {
         run_batch(std::move(self), std::move(next), limit);
@@ -121,7 +121,7 @@ struct JobTask {
     jobs.reserve(limit);
     jobs.push_back(std::move(first));
     while (next && jobs.size() < limit && next->transition(JobState::kQueued, JobState::kRunning)) {
-      std::shared_ptr<Job> after = next->batch_next_.lock();
+      std::shared_ptr<Job> after = next->batch_next();
       jobs.push_back(std::move(next));
       next = std::move(after);
     }

@@ -43,10 +43,10 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
     : engine_(engine),
       id_(id),
       spec_(std::move(static_cast<JobSpecCore&>(spec))),
-      keyed_(spec.idempotency_key.empty() && spec.labels.empty()
-                 ? nullptr
-                 : std::make_unique<Keyed>(
-                       Keyed{std::move(spec.idempotency_key), std::move(spec.labels)})),
+      rare_(spec.idempotency_key.empty() && spec.labels.empty()
+                ? nullptr
+                : std::make_unique<Rare>(
+                      Rare{std::move(spec.idempotency_key), std::move(spec.labels), 0, 0, {}})),
       handler_(std::move(handler)),
       group_cancel_(group_cancel),
       accepted_(accepted),
@@ -57,20 +57,20 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
 
 const std::string& Job::idempotency_key() const noexcept {
   static const std::string kNone;
-  return keyed_ ? keyed_->idempotency_key : kNone;
+  return rare_ ? rare_->idempotency_key : kNone;
 }
 
 const Labels& Job::labels() const noexcept {
   static const Labels kNone;
-  return keyed_ ? keyed_->labels : kNone;
+  return rare_ ? rare_->labels : kNone;
 }
 
 JobSpec Job::take_spec() noexcept {
   JobSpec out;
   static_cast<JobSpecCore&>(out) = std::move(spec_);
-  if (keyed_) {
-    out.idempotency_key = std::move(keyed_->idempotency_key);
-    out.labels = std::move(keyed_->labels);
+  if (rare_) {
+    out.idempotency_key = std::move(rare_->idempotency_key);
+    out.labels = std::move(rare_->labels);
   }
   return out;
 }
@@ -188,9 +188,9 @@ std::string Job::unstarted_message(bool deadline) const {
 }
 
 std::chrono::system_clock::time_point Job::accepted_wall() const noexcept {
-  if (recorded_accepted_unix_ms_ != 0) {  // from the journal: its own time, not this process's
+  if (rare_ && rare_->recorded_accepted_unix_ms != 0) {  // from the journal: its own time
     return std::chrono::system_clock::time_point(
-        std::chrono::milliseconds(recorded_accepted_unix_ms_));
+        std::chrono::milliseconds(rare_->recorded_accepted_unix_ms));
   }
   auto age = Clock::now() - accepted_;
   return std::chrono::system_clock::now() -
@@ -225,9 +225,9 @@ std::pair<double, std::string> Job::progress_snapshot() const {
 
 std::size_t Job::retained_bytes() const noexcept {
   // The fixed part is an estimate of the Job object and its map entries:
-  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12; 392 now)
+  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12; 360 now)
   // and a retained job, with its control block and the result store's entry,
-  // measured ~630 bytes of RSS (~550 now: docs/benchmarks.md, "Memory per
+  // measured ~630 bytes of RSS (~520 now: docs/benchmarks.md, "Memory per
   // job"). Kept: it bounds max_retained_bytes as before.
   std::size_t label_bytes = 0;
   for (const auto& [k, v] : labels()) label_bytes += k.size() + v.size();

@@ -229,13 +229,38 @@ class Job final : public plugin_host::JobServices {
   Engine& engine_;
   const std::uint64_t id_;
   JobSpecCore spec_;
-  // The request's idempotency key and labels, when it has either; null for
-  // most jobs. Set by the constructor, read-only after.
-  struct Keyed {
+  // What few jobs have: the request's idempotency key and labels, the
+  // payload's hash that a repeat of the key is checked against, the time a
+  // job rebuilt from the journal was first accepted, and the next job of an
+  // isolated handler's batch. Null for most jobs (docs/benchmarks.md, "Memory
+  // per job"): made by the constructor when the request has a key or labels,
+  // else by rare() for the first of the others set. Written only before the
+  // job is shared (submitted, stored or returned), read-only after.
+  struct Rare {
     std::string idempotency_key;
     Labels labels;
+    // Idempotency: a repeat of the key must name the same handler and
+    // payload; the payload itself is released once the handler has run. 0
+    // for a job without a key.
+    std::size_t payload_hash = 0;
+    // A job rebuilt from a journal record (durable.cc, D4 replay, D5 an ended
+    // record): when it was first accepted, wall-clock ms; 0 = accepted_ is.
+    std::int64_t recorded_accepted_unix_ms = 0;
+    // (E7 in engine.cc) The next job of the same admission run for the same
+    // isolated handler, if any: the worker that starts this job may start
+    // that one too and send both to one runner. Weak, so a job that ended
+    // and was dropped is simply not there.
+    std::weak_ptr<Job> batch_next;
   };
-  std::unique_ptr<Keyed> keyed_;
+  std::unique_ptr<Rare> rare_;
+  Rare& rare() {  // before the job is shared only
+    if (!rare_) rare_ = std::make_unique<Rare>();
+    return *rare_;
+  }
+  std::size_t payload_hash() const noexcept { return rare_ ? rare_->payload_hash : 0; }
+  std::shared_ptr<Job> batch_next() const noexcept {
+    return rare_ ? rare_->batch_next.lock() : nullptr;
+  }
   // The handler of the job's registry generation. Dropped (reset) once the
   // job has ended, by the one thread that may still use it: the worker whose
   // attempt ended it (JobTask::end_attempt), or the thread that ended it
@@ -249,10 +274,6 @@ class Job final : public plugin_host::JobServices {
   const std::atomic<bool>* group_cancel_;
   CancelToken token_;
   const Clock::time_point accepted_;
-  // A job rebuilt from a journal record (durable.cc, D4 replay, D5 an ended
-  // record): when it was first accepted, wall-clock ms; 0 = accepted_ is.
-  // Written before the job is shared, read-only after.
-  std::int64_t recorded_accepted_unix_ms_ = 0;
   std::atomic<std::int64_t> started_ns_{0};   // relaxed: a timing figure only
   std::atomic<std::int64_t> finished_ns_{0};  // relaxed: a timing figure only
   std::string output_;                        // (inv 2)
@@ -278,15 +299,7 @@ class Job final : public plugin_host::JobServices {
     return *extras_;
   }
 
-  // Idempotency: a repeat of the key must name the same handler and payload;
-  // the payload itself is released once the handler has run.
-  std::size_t payload_hash_ = 0;
   std::shared_ptr<Job> self_;  // the pool task's reference (inv 4)
-  // (E7 in engine.cc) The next job of the same admission run for the same
-  // isolated handler, if any: the worker that starts this job may start that
-  // one too and send both to one runner. Set before submission, read-only
-  // after; weak, so a job that ended and was dropped is simply not there.
-  std::weak_ptr<Job> batch_next_;
   // This handler's counters in the engine (entries are never erased, so the
   // pointer stays valid for the engine's life); set before submission.
   HandlerCounters* counters_ = nullptr;

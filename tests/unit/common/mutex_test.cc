@@ -12,11 +12,13 @@
 
 namespace {
 
-TEST(Mutex, TryLockFailsWhileHeldAndSucceedsAfter) {
-  tpool::Mutex mu;
-  bool got = false;
+// The checks both mutexes share, each with its own scoped holder.
+template <class M, class Lock>
+void try_lock_fails_while_held_and_succeeds_after() {
+  M mu;
+  bool got = true;
   {
-    tpool::MutexLock lk(mu);
+    Lock lk(mu);
     std::thread t([&] {
       got = mu.try_lock();
       if (got) mu.unlock();
@@ -26,6 +28,23 @@ TEST(Mutex, TryLockFailsWhileHeldAndSucceedsAfter) {
   }
   ASSERT_TRUE(mu.try_lock());
   mu.unlock();
+}
+
+template <class M, class Lock>
+void unlock_and_relock_open_a_window() {
+  M mu;
+  Lock lk(mu);
+  lk.unlock();
+  std::thread t([&] {
+    Lock inner(mu);  // would deadlock if unlock() did not release
+  });
+  t.join();
+  lk.lock();
+  EXPECT_FALSE(mu.try_lock());
+}
+
+TEST(Mutex, TryLockFailsWhileHeldAndSucceedsAfter) {
+  try_lock_fails_while_held_and_succeeds_after<tpool::Mutex, tpool::MutexLock>();
 }
 
 TEST(CondVar, WaitReturnsWhenThePredicateIsMadeTrueUnderTheMutex) {
@@ -46,34 +65,14 @@ TEST(CondVar, WaitReturnsWhenThePredicateIsMadeTrueUnderTheMutex) {
 }
 
 TEST(MutexLock, UnlockAndRelockOpenAWindowForOtherThreads) {
-  tpool::Mutex mu;
-  tpool::MutexLock lk(mu);
-  lk.unlock();
-  std::thread t([&] {
-    tpool::MutexLock inner(mu);  // would deadlock if unlock() did not release
-  });
-  t.join();
-  lk.lock();
-  EXPECT_FALSE(mu.try_lock());
+  unlock_and_relock_open_a_window<tpool::Mutex, tpool::MutexLock>();
 }
 
 // ---- WordMutex -----------------------------------------------------------------
 
 TEST(WordMutex, IsOneWordAndTryLockFailsWhileHeld) {
   static_assert(sizeof(tpool::WordMutex) == 4);
-  tpool::WordMutex mu;
-  bool got = true;
-  {
-    tpool::WordLock lk(mu);
-    std::thread t([&] {
-      got = mu.try_lock();
-      if (got) mu.unlock();
-    });
-    t.join();
-    EXPECT_FALSE(got);
-  }
-  ASSERT_TRUE(mu.try_lock());
-  mu.unlock();
+  try_lock_fails_while_held_and_succeeds_after<tpool::WordMutex, tpool::WordLock>();
 }
 
 // Four threads hammer one lock guarding a plain counter and a pair that must
@@ -109,15 +108,7 @@ TEST(WordMutex, ExcludesAndHandsOverUnderContention) {
 }
 
 TEST(WordLock, UnlockAndRelockOpenAWindowForOtherThreads) {
-  tpool::WordMutex mu;
-  tpool::WordLock lk(mu);
-  lk.unlock();
-  std::thread t([&] {
-    tpool::WordLock inner(mu);  // would deadlock if unlock() did not release
-  });
-  t.join();
-  lk.lock();
-  EXPECT_FALSE(mu.try_lock());
+  unlock_and_relock_open_a_window<tpool::WordMutex, tpool::WordLock>();
 }
 
 }  // namespace

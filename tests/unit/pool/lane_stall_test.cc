@@ -228,11 +228,10 @@ TEST_F(LaneStall, AStealFromTheOtherLaneTakesOneTask) {
   // A child on the blocking worker is stuck there; one on the CPU worker ends.
   std::atomic<int> on_blocking{0};
   std::function<void()> child = [&] {
+    const bool on_blocking_worker = this_task::worker_index() == 0;
+    if (on_blocking_worker) on_blocking.fetch_add(1);  // before running_: the test reads it after
     running_.add();
-    if (this_task::worker_index() == 0) {
-      on_blocking.fetch_add(1);
-      runaway_.wait();
-    }
+    if (on_blocking_worker) runaway_.wait();
   };
   // The parent runs on the CPU worker (the blocking one is busy) and queues
   // four children there: one in its LIFO slot, three in its local queue.

@@ -15,6 +15,22 @@
 //   (4) A worker never blocks on a free descriptor while it could run work
 //       that would free one: it runs queued work or, with nothing queued,
 //       the new task itself (caller-runs).
+//   (5) submit_one's take-back (it published, then saw the pool shutting
+//       down) claims the descriptor by CAS queued -> claimed, like a worker.
+//       Between its publish and that CAS a worker may have run the task,
+//       and a non-waitable task is then freed and its descriptor may be
+//       published again by another submitter: the CAS then claims that
+//       newer, accepted task (inv 2's ABA, here on the submit side). So
+//       after the CAS it compares the generation with its own: equal, the
+//       task is its own and it ends it cancelled (the caller hears
+//       Shutdown); different, its own task ran (accepted after all) and it
+//       gives the newer one back: kQueued again and a new entry on the
+//       inject ring, since the newer task's own entry may have been popped
+//       and dropped (found claimed) while the claim was held. Whichever of
+//       the two entries claims it first runs it (inv 2). A waitable task is
+//       never freed before its handle is out, so only a non-waitable one
+//       meets this. Found by the pool fuzzer (seed 13463: one task reported
+//       refused had run, another accepted never ran).
 #include <algorithm>
 #include <string>
 
@@ -85,19 +101,35 @@ Result<TaskHandle> Pool::Impl::submit_one(Task t, const SubmitOptions& o) {
     // acq_rel: races run_task's claim and the shutdown scan's for the one
     // move out of kQueued (inv 1); acquire pairs with our own publish().
     if (d.state.compare_exchange_strong(expect, DescState::kClaimed, std::memory_order_acq_rel)) {
-      // Ours again: end it without on_cancel (the caller hears Shutdown).
-      // It was on a queue, so it counts as submitted and cancelled (keeping
-      // submitted == completed + failed + cancelled) as well as rejected; and
-      // it is freed now, waitable or not: the caller gets no handle to wait.
-      d.on_cancel = nullptr;
-      d.waitable = false;
-      ctr.bump(ctr.rejected_shutdown);
-      ctr.bump(ctr.submitted);
-      finish(w, idx, DescState::kCancelled);
-      // Accepted and finished: shutdown() may be waiting for exactly this
-      // one (idle_ec; the notify's fence orders our counts before its load).
-      idle_ec.notify_all();
-      return Status::Shutdown("the pool is shutting down and accepts no new tasks");
+      // (inv 5) The claim is ours to keep only if it is our task's. Holding
+      // it, nobody else frees the descriptor, so its generation is stable;
+      // relaxed: a newer task's is ordered before its publish, which our
+      // CAS's acquire read.
+      const std::uint32_t now_gen = d.generation.load(std::memory_order_relaxed);
+      if (now_gen != gen) {
+        // Ours ran and was freed, and the claim took a newer task (inv 5):
+        // back to kQueued with an entry of its own, and ours was accepted.
+        const Lane newer_lane = d.lane;
+        d.state.store(DescState::kQueued, std::memory_order_release);  // for the next claim
+        detail::push_always(*inject[static_cast<std::size_t>(newer_lane)],
+                            detail::make_entry(now_gen, idx));
+        notify(newer_lane, nullptr);
+      } else {
+        // Ours again: end it without on_cancel (the caller hears Shutdown).
+        // It was on a queue, so it counts as submitted and cancelled
+        // (keeping submitted == completed + failed + cancelled) as well as
+        // rejected; and it is freed now, waitable or not: the caller gets no
+        // handle to wait.
+        d.on_cancel = nullptr;
+        d.waitable = false;
+        ctr.bump(ctr.rejected_shutdown);
+        ctr.bump(ctr.submitted);
+        finish(w, idx, DescState::kCancelled);
+        // Accepted and finished: shutdown() may be waiting for exactly this
+        // one (idle_ec; the notify's fence orders our counts before its load).
+        idle_ec.notify_all();
+        return Status::Shutdown("the pool is shutting down and accepts no new tasks");
+      }
     }
   }
   ctr.bump(ctr.submitted);

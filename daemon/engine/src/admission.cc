@@ -573,8 +573,6 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
                                       HandlerCounters& counters,
                                       const std::atomic<bool>* group_cancel, DoneFn done,
                                       void* user, Job::Clock::time_point accepted) {
-  const std::size_t hash =
-      spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
   // (D5) a durable job is always retained: look-ups find it in memory while it lives.
   const bool durable = spec.durable;
   const bool retain = spec.retain || !spec.idempotency_key.empty() || durable;
@@ -587,7 +585,6 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
       *this, id, std::move(spec), std::move(handler), lane, durable ? nullptr : group_cancel,
       done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr},
       accepted);
-  if (hash != 0) job->rare().payload_hash = hash;
   job->counters_ = &counters;
   job->retained_ = retain;
   job->durable_ = durable;

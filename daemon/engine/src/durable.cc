@@ -310,9 +310,6 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
   JobSpec spec = spec_from_record(r);
   auto job = std::make_shared<Job>(*this, r.id, std::move(spec), host_.find(r.handler),
                                    Lane::kDefault, nullptr);
-  if (!r.idempotency_key.empty()) {
-    job->rare().payload_hash = std::hash<std::string_view>{}(std::string_view(r.payload));
-  }
   job->counters_ = &counters_for(r.handler);
   job->rare().recorded_accepted_unix_ms = r.accepted_unix_ms;
   // It neither waited nor ran in this process: its wait and run times are 0
@@ -388,11 +385,8 @@ std::size_t Engine::recover() {
       spec.max_attempts = std::max(spec.max_attempts, r.attempt + 1);
     }
     const Lane lane = lane_of(spec.lane, handler);
-    const std::size_t hash =
-        spec.idempotency_key.empty() ? 0 : std::hash<std::string_view>{}(spec.payload);
     auto job =
         std::make_shared<Job>(*this, r.id, std::move(spec), std::move(handler), lane, nullptr);
-    if (hash != 0) job->rare().payload_hash = hash;
     job->counters_ = &counters_for(r.handler);
     job->retained_ = true;
     job->durable_ = true;

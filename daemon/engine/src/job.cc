@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
 #include <thread>
 
 #include "tpool/engine/engine.h"
@@ -53,6 +55,9 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
       first_waiter_(first_waiter),
       lane_(lane) {
   if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
+  if (rare_ && !rare_->idempotency_key.empty()) {
+    rare_->payload_hash = std::hash<std::string_view>{}(spec_.payload);
+  }
 }
 
 const std::string& Job::idempotency_key() const noexcept {

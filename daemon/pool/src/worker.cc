@@ -27,7 +27,7 @@
 //       lane's work only in queues of that lane's workers (steal_from,
 //       work_visible), so an entry of the other lane parked behind this
 //       worker's running task would be hidden from every worker that drains
-//       its lane but this one (LaneRebalance.AStealFromTheOtherLaneTakesOneTask).
+//       its lane but this one (LaneStall.AStealFromTheOtherLaneTakesOneTask).
 #include <algorithm>
 #include <bit>
 #include <exception>

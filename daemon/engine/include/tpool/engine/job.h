@@ -240,8 +240,8 @@ class Job final : public plugin_host::JobServices {
     std::string idempotency_key;
     Labels labels;
     // Idempotency: a repeat of the key must name the same handler and
-    // payload; the payload itself is released once the handler has run. 0
-    // for a job without a key.
+    // payload; the payload itself is released once the handler has run. Set
+    // by the constructor for a job with a key; 0 without one.
     std::size_t payload_hash = 0;
     // A job rebuilt from a journal record (durable.cc, D4 replay, D5 an ended
     // record): when it was first accepted, wall-clock ms; 0 = accepted_ is.

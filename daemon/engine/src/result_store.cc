@@ -11,34 +11,34 @@ void InMemoryResultStore::put(std::shared_ptr<Job> job) {
   const std::string& key = job->idempotency_key();
   MutexLock lock(mu_);
   if (!key.empty()) keys_.emplace(key, id);  // (S3) the engine checked it is free
-  retained_.emplace(id, std::move(job));     // (S2) the store's reference
+  retained_.insert(id, std::move(job));      // (S2) the store's reference
   publish_figures();
 }
 
 void InMemoryResultStore::remove(const Job& job) {
   MutexLock lock(mu_);
-  auto it = retained_.find(job.id());
-  if (it == retained_.end()) return;
+  // (M2) an ended_ entry, if any, is skipped at the front.
+  std::shared_ptr<Job> gone = retained_.erase(job.id());
+  if (gone == nullptr) return;
   const std::string& key = job.idempotency_key();
   if (!key.empty()) {
     if (auto k = keys_.find(key); k != keys_.end() && k->second == job.id()) keys_.erase(k);
   }
-  retained_.erase(it);  // (M2) an ended_ entry, if any, is skipped at the front
   publish_figures();
 }
 
 std::shared_ptr<Job> InMemoryResultStore::get(std::uint64_t id) const {
   MutexLock lock(mu_);
-  auto it = retained_.find(id);
-  return it == retained_.end() ? nullptr : it->second;
+  const std::shared_ptr<Job>* j = retained_.find(id);
+  return j == nullptr ? nullptr : *j;
 }
 
 std::shared_ptr<Job> InMemoryResultStore::find_key(std::string_view key) const {
   MutexLock lock(mu_);
   auto k = keys_.find(std::string(key));
   if (k == keys_.end()) return nullptr;
-  auto it = retained_.find(k->second);  // (M1) present while the key is
-  return it == retained_.end() ? nullptr : it->second;
+  const std::shared_ptr<Job>* j = retained_.find(k->second);  // (M1) present while the key is
+  return j == nullptr ? nullptr : *j;
 }
 
 void InMemoryResultStore::ended(const Job& job, TimePoint at) {
@@ -63,12 +63,11 @@ void InMemoryResultStore::evict(TimePoint now) {
     const bool too_big = bytes_ > bounds_.max_bytes;
     const bool too_many = ended_.size() > bounds_.max_entries;
     if (!too_old && !too_big && !too_many) break;
-    if (auto it = retained_.find(e.id); it != retained_.end()) {
-      const std::string& key = it->second->idempotency_key();
+    if (std::shared_ptr<Job> gone = retained_.erase(e.id)) {
+      const std::string& key = gone->idempotency_key();
       if (!key.empty()) {
         if (auto k = keys_.find(key); k != keys_.end() && k->second == e.id) keys_.erase(k);
       }
-      retained_.erase(it);
       expired_.fetch_add(1, std::memory_order_relaxed);  // (M3)
     }
     bytes_ -= e.bytes;
@@ -92,9 +91,9 @@ std::vector<std::shared_ptr<Job>> InMemoryResultStore::list(std::uint64_t after_
   std::vector<std::shared_ptr<Job>> out;
   {
     MutexLock lock(mu_);
-    for (const auto& [id, job] : retained_) {
+    retained_.for_each([&](std::uint64_t id, const std::shared_ptr<Job>& job) {
       if (id > after_id) out.push_back(job);
-    }
+    });
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
   return out;

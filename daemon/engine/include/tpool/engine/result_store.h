@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tpool/common/id_map.h"
 #include "tpool/common/mutex.h"
 #include "tpool/engine/job.h"
 
@@ -90,7 +91,8 @@ class ResultStore {
   virtual std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const = 0;
 };
 
-// The in-memory backend: a hash map by id, one by key, and a FIFO of the
+// The in-memory backend: a flat hash map by id (IdMap: a 24-byte slot per
+// job, no node), a hash map by key (few jobs have one), and a FIFO of the
 // ended jobs in the order they ended (retention evicts from its front).
 //
 //  (M1) retained_, keys_, ended_ and bytes_ are guarded by mu_; a key in
@@ -125,7 +127,7 @@ class InMemoryResultStore final : public ResultStore {
 
   const RetentionBounds bounds_;
   mutable Mutex mu_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<Job>> retained_ GUARDED_BY(mu_);
+  IdMap<std::shared_ptr<Job>> retained_ GUARDED_BY(mu_);
   std::unordered_map<std::string, std::uint64_t> keys_ GUARDED_BY(mu_);
   std::deque<Ended> ended_ GUARDED_BY(mu_);
   std::size_t bytes_ GUARDED_BY(mu_) = 0;

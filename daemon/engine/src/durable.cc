@@ -249,7 +249,7 @@ std::optional<Error> Engine::store_refusal(const Job& job) {
   const std::uint8_t r = job.store_refusal_.load(std::memory_order_relaxed);
   if (r == 0) return std::nullopt;
   const auto code = static_cast<ErrorCode>(r - 1);
-  return Error{code, job.message(),
+  return Error{code, std::string(job.message()),
                code == ErrorCode::kExhausted ? kFullDiskRetryAfter : std::chrono::milliseconds(0)};
 }
 
@@ -270,8 +270,8 @@ void Engine::journal_retry(const Job& job, Clock::time_point due) {
 }
 
 void Engine::journal_ended(const Job& job) {
-  journal_->append_ended(job.id(), record_state(job.state()), job.output(), job.message(),
-                         wall_ms());
+  journal_->append_ended(job.id(), record_state(job.state()), std::string(job.output()),
+                         std::string(job.message()), wall_ms());
 }
 
 // (D2) The pool refused a committed job: it waits for room in the scheduler.
@@ -318,8 +318,7 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
   job->attempt_.store(r.attempt, std::memory_order_relaxed);
   {
     WordLock lock(job->mu_);
-    job->output_ = r.output;
-    job->message_ = r.message;
+    job->outcome_ = Job::Outcome(r.output, r.message);
     if (r.max_attempts > 1 && !r.attempt_messages.empty()) {
       job->extras_locked().attempt_messages = r.attempt_messages;
     }

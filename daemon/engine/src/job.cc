@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string_view>
 #include <thread>
@@ -80,6 +81,34 @@ JobSpec Job::take_spec() noexcept {
   return out;
 }
 
+Job::Outcome::Outcome(std::string_view output, std::string_view message) {
+  if (output.empty() && message.empty()) return;                 // null: both empty
+  const auto out_n = static_cast<std::uint32_t>(output.size());  // both under gRPC's message limit
+  const auto msg_n = static_cast<std::uint32_t>(message.size());
+  block_ = std::make_unique_for_overwrite<char[]>(8 + output.size() + message.size());
+  std::memcpy(block_.get(), &out_n, 4);
+  std::memcpy(block_.get() + 4, &msg_n, 4);
+  // An empty view's data() may be null, which memcpy may not be given.
+  if (!output.empty()) std::memcpy(block_.get() + 8, output.data(), output.size());
+  if (!message.empty())
+    std::memcpy(block_.get() + 8 + output.size(), message.data(), message.size());
+}
+
+std::string_view Job::Outcome::output() const noexcept {
+  if (!block_) return {};
+  std::uint32_t n;
+  std::memcpy(&n, block_.get(), 4);
+  return {block_.get() + 8, n};
+}
+
+std::string_view Job::Outcome::message() const noexcept {
+  if (!block_) return {};
+  std::uint32_t out_n, msg_n;
+  std::memcpy(&out_n, block_.get(), 4);
+  std::memcpy(&msg_n, block_.get() + 4, 4);
+  return {block_.get() + 8 + out_n, msg_n};
+}
+
 bool Job::transition(JobState from, JobState to) noexcept {
   // (inv 1, 2) release: publishes the result fields written before a move to
   // a final state; pairs with the acquire load in state().
@@ -87,7 +116,7 @@ bool Job::transition(JobState from, JobState to) noexcept {
                                         std::memory_order_acquire);
 }
 
-bool Job::finish(JobState from, JobState to, std::string output, std::string message) {
+bool Job::finish(JobState from, JobState to, std::string_view output, std::string_view message) {
   // (inv 1) The finishers (the worker, a canceller of a queued job, the
   // pool's on_cancel) serialise on mu_, so the result fields are written only
   // by the one whose CAS from `from` succeeds; a worker's QUEUED -> RUNNING
@@ -97,8 +126,7 @@ bool Job::finish(JobState from, JobState to, std::string output, std::string mes
   {
     WordLock lock(mu_);
     if (state_.load(std::memory_order_acquire) != from) return false;
-    output_ = std::move(output);
-    message_ = std::move(message);
+    outcome_ = Outcome(output, message);
     finished_ns_.store(now_ns(), std::memory_order_relaxed);
     if (!transition(from, to)) return false;                   // a worker started it meanwhile
     first = std::exchange(first_waiter_, {nullptr, nullptr});  // (inv 3)
@@ -230,9 +258,9 @@ std::pair<double, std::string> Job::progress_snapshot() const {
 
 std::size_t Job::retained_bytes() const noexcept {
   // The fixed part is an estimate of the Job object and its map entries:
-  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12; 360 now)
+  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12; 304 now)
   // and a retained job, with its control block and the result store's entry,
-  // measured ~630 bytes of RSS (~520 now: docs/benchmarks.md, "Memory per
+  // measured ~630 bytes of RSS (~430 now: docs/benchmarks.md, "Memory per
   // job"). Kept: it bounds max_retained_bytes as before.
   std::size_t label_bytes = 0;
   for (const auto& [k, v] : labels()) label_bytes += k.size() + v.size();
@@ -240,7 +268,7 @@ std::size_t Job::retained_bytes() const noexcept {
   // succeeded one's is released by its worker after this is read (on the
   // same thread, in finish()).
   const std::size_t payload = state() == JobState::kSucceeded ? 0 : spec_.payload.size();
-  return 512 + output_.size() + message_.size() + idempotency_key().size() + label_bytes + payload;
+  return 512 + outcome_.bytes() + idempotency_key().size() + label_bytes + payload;
 }
 
 bool Job::is_cancelled() const noexcept {

@@ -106,8 +106,9 @@ void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::
   out.set_job_id(job.id());
   out.set_replica(replica);
   out.set_state(to_proto(job.state()));
-  out.set_output(job.output());
-  out.set_message(job.message());
+  const std::string_view output = job.output(), message = job.message();
+  out.set_output(output.data(), output.size());
+  out.set_message(message.data(), message.size());
   out.set_tag(job.spec().tag);
   out.set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
   out.set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
@@ -180,7 +181,7 @@ grpc::Status to_status(const engine::Job& final_job,
                        std::chrono::system_clock::time_point call_deadline) {
   if (final_job.state() == engine::JobState::kTimedOut &&
       std::chrono::system_clock::now() >= call_deadline) {
-    return to_status(Refusal::kCallDeadline, final_job.message());
+    return to_status(Refusal::kCallDeadline, std::string(final_job.message()));
   }
   return grpc::Status::OK;
 }

@@ -69,8 +69,8 @@ class Recorder {
     auto* r = static_cast<Recorder*>(user);
     std::lock_guard lock(r->mu_);
     // The job is final when its waiters run (inv 3 in job.h).
-    r->calls_.push_back(
-        {job.id(), job.state(), job.output(), job.message(), std::this_thread::get_id()});
+    r->calls_.push_back({job.id(), job.state(), std::string(job.output()),
+                         std::string(job.message()), std::this_thread::get_id()});
     ++r->per_job_[job.id()];
     r->cv_.notify_all();
   }

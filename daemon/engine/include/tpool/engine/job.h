@@ -9,7 +9,7 @@
 //      came), SCHEDULED -> final (cancelled or shut down while waiting) and
 //      RUNNING -> SCHEDULED (reschedule: an attempt failed and another may
 //      run); a delayed job starts in SCHEDULED.
-//  (2) The result fields (output_, message_, wait/run times) are written by
+//  (2) The result fields (outcome_, wait/run times) are written by
 //      the winner of (1) before it publishes the final state with a release
 //      store (inside transition's CAS); readers check final() (acquire) before
 //      reading them, and never write them.
@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -145,9 +146,9 @@ class Job final : public plugin_host::JobServices {
   JobState state() const noexcept { return state_.load(std::memory_order_acquire); }  // (inv 2)
   bool final() const noexcept { return is_final(state()); }
 
-  // Valid once final() (inv 2).
-  const std::string& output() const noexcept { return output_; }
-  const std::string& message() const noexcept { return message_; }
+  // Valid once final() (inv 2), for as long as the caller holds the Job.
+  std::string_view output() const noexcept { return outcome_.output(); }
+  std::string_view message() const noexcept { return outcome_.message(); }
   std::chrono::microseconds wait_time() const noexcept;  // so far, while queued
   std::chrono::microseconds run_time() const noexcept;   // so far, while running
   // When the job was accepted, on the wall clock (derived from the steady
@@ -203,7 +204,8 @@ class Job final : public plugin_host::JobServices {
   bool transition(JobState from, JobState to) noexcept;
   // Moves the job from `from` to the final state `to` with the given result;
   // false if it was not in `from` (another caller moved it first) (inv 1).
-  bool finish(JobState from, JobState to, std::string output, std::string message) EXCLUDES(mu_);
+  bool finish(JobState from, JobState to, std::string_view output, std::string_view message)
+      EXCLUDES(mu_);
   // (inv 1) RUNNING -> SCHEDULED after a failed attempt that may be retried,
   // keeping the attempt's message; false if the job is no longer RUNNING
   // (the deadline thread ended it, inv 5). The waiters stay registered.
@@ -276,8 +278,25 @@ class Job final : public plugin_host::JobServices {
   const Clock::time_point accepted_;
   std::atomic<std::int64_t> started_ns_{0};   // relaxed: a timing figure only
   std::atomic<std::int64_t> finished_ns_{0};  // relaxed: a timing figure only
-  std::string output_;                        // (inv 2)
-  std::string message_;                       // (inv 2)
+  // (inv 2) The result's output and message in one block, made by the
+  // finisher (null when both are empty, as while the job is in flight): 8
+  // bytes in every job instead of two strings' 64, and one allocation of
+  // 8 + their sizes for a retained result instead of 64 inline plus each
+  // string's own heap block past 15 bytes (docs/benchmarks.md, "Memory per
+  // job").
+  class Outcome {
+   public:
+    Outcome() = default;
+    Outcome(std::string_view output, std::string_view message);
+    std::string_view output() const noexcept;
+    std::string_view message() const noexcept;
+    std::size_t bytes() const noexcept { return output().size() + message().size(); }
+
+   private:
+    // [uint32 output size][uint32 message size][output][message]
+    std::unique_ptr<char[]> block_;
+  };
+  Outcome outcome_;
 
   // Most jobs have exactly one waiter (the call that submitted them): it
   // lives inline, so a job allocates nothing for it. (inv 3)
@@ -314,7 +333,7 @@ class Job final : public plugin_host::JobServices {
   // bytes where, spread out, their padding made them 48 (docs/benchmarks.md,
   // "Memory per job"). Each is initialised by default or by the constructor
   // from its parameters, never from another member.
-  // Also serialises the finishers (inv 1); output_ and message_ are written
+  // Also serialises the finishers (inv 1); outcome_ is written
   // under it but read without it once final() (inv 2), so they are not
   // GUARDED_BY it. One word, not a std::mutex's 40 bytes (docs/benchmarks.md,
   // "Memory per job"): its critical sections are a few stores, and no

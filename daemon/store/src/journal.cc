@@ -313,6 +313,10 @@ const std::string& Journal::path() const noexcept {
   return impl_->options.path;
 }
 
+std::uint64_t Journal::writer_wakes_for_testing() const {
+  return impl_->writer->wakes();
+}
+
 void Journal::inject_commit_failures_for_testing(int n, bool disk_full) {
   impl_->writer->inject_failures(n, disk_full);
 }

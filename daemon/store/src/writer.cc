@@ -1,4 +1,4 @@
-// The writer thread and group commit (J2-J5); the rules W1-W11 are in writer.h.
+// The writer thread and group commit (J2-J5); the rules W1-W12 are in writer.h.
 #include "writer.h"
 
 #include <pthread.h>
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -164,6 +165,7 @@ void Writer::append(Write w) {
   // linger's (waited for, a full group, or a chunk to apply now: W10).
   const bool chunk = queued_records_ >= kPreApply && queued_records_ - w_records < kPreApply;
   if ((idle_ && was_empty) || waited || group_records_ + queued_records_ >= max_batch_ || chunk) {
+    ++wakes_;
     work_cv_.notify_one();
   }
 }
@@ -224,6 +226,11 @@ std::vector<CommitSample> Writer::take_samples() {
   return out;
 }
 
+std::uint64_t Writer::wakes() const {
+  MutexLock lk(mu_);
+  return wakes_;
+}
+
 void Writer::inject_failures(int n, bool disk_full) {
   MutexLock lk(mu_);
   inject_left_ = n;
@@ -232,7 +239,19 @@ void Writer::inject_failures(int n, bool disk_full) {
 
 void Writer::run() {
   MutexLock lk(mu_);
+  // (W12) Set after a commit: until then the writer waits without idle_, so
+  // a write nobody waits for does not wake it; a group begun in that wait
+  // lingers only up to it.
+  std::optional<std::chrono::steady_clock::time_point> settle;
   for (;;) {
+    std::optional<std::chrono::steady_clock::time_point> group_until;
+    if (settle) {
+      while (queue_.empty() && !stopping_) {
+        if (work_cv_.wait_until(lk, *settle) == std::cv_status::timeout) break;
+      }
+      if (!queue_.empty()) group_until = settle;  // its first write came after the commit
+      settle.reset();
+    }
     idle_ = true;  // (W9) waiting for work: any append wakes it
     while (queue_.empty() && !stopping_) work_cv_.wait(lk);
     idle_ = false;
@@ -240,7 +259,7 @@ void Writer::run() {
     Group g;
     Txn t;
     if (linger_.count() > 0) {  // (W6)
-      const auto until = std::chrono::steady_clock::now() + linger_;
+      const auto until = group_until.value_or(std::chrono::steady_clock::now() + linger_);
       for (;;) {
         if (stopping_ || waited_ > 0 || !flush_waiting_.empty() ||
             group_records_ + queued_records_ >= max_batch_) {
@@ -275,6 +294,7 @@ void Writer::run() {
     lk.lock();
     completed_ = last;  // (W3)
     flushed_cv_.notify_all();
+    if (linger_.count() > 0) settle = std::chrono::steady_clock::now() + linger_;  // (W12)
   }
 }
 

@@ -53,9 +53,9 @@
 //       message adds no row to attempt_messages (a history entry that says
 //       nothing; the engine's own history of a job has none either).
 //  (W9) append() wakes the writer only when its write can end one of the
-//       writer's waits: the writer waits for work (idle_) and the queue was
-//       empty; or the write is waited for, or fills the group to max_batch,
-//       or brings kPreApply records to apply (the linger's predicate, W10).
+//       writer's waits: the writer waits for work (idle_, not while it
+//       settles after a commit: W12) and the queue was empty; or the write is waited for, or fills
+//       the group to max_batch, or brings kPreApply records to apply (the linger's predicate, W10).
 //       stop() and flush() notify for the rest of those predicates. Any other
 //       wake-up would find its wait's predicate still false and sleep again:
 //       a futex call and a context switch per start and end record, during
@@ -80,6 +80,18 @@
 //       "Store"). A constraint failure inside a chunk cannot say which row:
 //       the accept is rolled back to its savepoint and applied again one row
 //       at a time, which names the job (a caller's bug, never the hot path).
+//  (W12) Settling after a commit: when linger is on, the writer that has
+//       just ended a group waits up to `linger` for the next write without
+//       setting idle_, so by W9 a write nobody waits for (a job's start
+//       record, the first write after an accept's commit when one job runs
+//       at a time) queues without waking it; a group whose first write came
+//       in that wait lingers only until the wait's end, not `linger` past
+//       that write, so W6's bound holds (each write is committed at most
+//       `linger` after it was appended). Anything W9 wakes for (a waited
+//       write, a full group, a chunk to pre-apply, flush(), stop()) ends the
+//       wait as before. Past it with nothing queued, the writer waits as
+//       idle_ (W9). One timed wake-up per burst of traffic, against a futex
+//       wake and a context switch per job that the start record cost.
 //
 // The wake is a plain condition variable: the writer waits on work_cv_ with
 // mu_ held until the queue is not empty or stop() was called; append() pushes
@@ -161,6 +173,7 @@ class Writer {
   void fill(JournalStats& out) const EXCLUDES(mu_);
   std::vector<CommitSample> take_samples() EXCLUDES(mu_);
   void inject_failures(int n, bool disk_full) EXCLUDES(mu_);
+  std::uint64_t wakes() const EXCLUDES(mu_);  // append()'s wake-ups so far (W9)
 
  private:
   struct Group {
@@ -235,6 +248,7 @@ class Writer {
   std::size_t queued_records_ GUARDED_BY(mu_) = 0;
   std::size_t waited_ GUARDED_BY(mu_) = 0;         // (W6) queued writes with a Committed callback
   bool idle_ GUARDED_BY(mu_) = false;              // (W9) the writer waits for work
+  std::uint64_t wakes_ GUARDED_BY(mu_) = 0;        // (W9) append()'s notifies, for tests
   std::size_t group_records_ GUARDED_BY(mu_) = 0;  // (W10) records taken into the open group
   std::uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
   std::uint64_t completed_ GUARDED_BY(mu_) = 0;  // (W3)

@@ -81,6 +81,58 @@ TEST(JournalWriter, UnwaitedWritesRideInTheNextWaitedForCommit) {
   EXPECT_EQ(again->get(2)->state, RecordState::kFailed);
 }
 
+// (W12, W9) Right after a commit the writer settles: a start and an end
+// nobody waits for queue without waking it (against the old idle wait,
+// where the start woke it: a futex call and a context switch per job when
+// one job runs at a time), and still ride in the next waited-for commit.
+// After flush() returns the writer is in that wait (it set it up under the
+// lock flush() reacquires), so the count below is deterministic.
+TEST(JournalWriter, AWriteNobodyWaitsForRightAfterACommitDoesNotWakeTheWriter) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.linger = std::chrono::minutes(1);
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  j->append_accepted({make_job(1)}, {});
+  ASSERT_TRUE(j->flush().ok());
+  const std::uint64_t commits = j->stats().commits;
+  const std::uint64_t wakes = j->writer_wakes_for_testing();
+  j->append_started(1, 1);
+  j->append_ended(1, RecordState::kSucceeded, "out", "", 5);
+  EXPECT_EQ(j->writer_wakes_for_testing(), wakes)
+      << "a start or end appended while the writer settles after a commit woke it (W12)";
+  std::promise<Status> committed;
+  j->append_accepted({make_job(2)}, [&](const Status& s) { committed.set_value(s); });
+  EXPECT_EQ(j->writer_wakes_for_testing(), wakes + 1) << "a waited-for write wakes it (W9)";
+  ASSERT_TRUE(committed.get_future().get().ok());
+  EXPECT_EQ(j->stats().commits, commits + 1);  // the start, the end and the accept: one
+  EXPECT_EQ(j->get(1)->state, RecordState::kSucceeded);
+}
+
+// (W12, W6) A group begun while the writer settles lingers only to the end
+// of that wait: a lone start, appended after a commit and followed by
+// nothing, is committed by the writer on its own (not lost in an idle wait
+// it was never woken from) within the linger. The test gives up after 30 s;
+// the linger is 50 ms.
+TEST(JournalWriter, AWriteQueuedWhileTheWriterSettlesIsCommittedWithinTheLinger) {
+  TempDir dir;
+  auto o = options_for(dir.file("jobs.db"));
+  o.linger = std::chrono::milliseconds(50);
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  j->append_accepted({make_job(1)}, {});
+  ASSERT_TRUE(j->flush().ok());
+  const std::uint64_t commits = j->stats().commits;
+  j->append_started(1, 1);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (j->stats().commits == commits && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(j->stats().commits, commits + 1)
+      << "a start queued during the settle was never committed";
+  EXPECT_EQ(j->get(1)->state, RecordState::kRunning);
+}
+
 // (J2) An accept of more jobs than max_batch is one write: it is never split
 // across transactions.
 TEST(JournalWriter, AnAcceptLargerThanMaxBatchGoesWhole) {

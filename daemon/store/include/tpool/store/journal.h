@@ -218,6 +218,9 @@ class Journal {
   // refused the write (SQLITE_IOERR, or SQLITE_FULL with disk_full): they are
   // rolled back through the same path as a real failure.
   void inject_commit_failures_for_testing(int n, bool disk_full = false);
+  // For tests (writer.h, W9 and W12): how many times an append_*() call has
+  // woken the writer thread so far.
+  std::uint64_t writer_wakes_for_testing() const;
 
  private:
   struct Impl;

@@ -109,7 +109,7 @@ struct Engine::Admission {
   const Job::Clock::time_point accepted_at = Job::Clock::now();
 
   // The run: jobs built and admitted, not yet handed to the pool.
-  std::vector<std::shared_ptr<Job>> run;
+  std::vector<JobPtr> run;
   std::vector<std::size_t> run_index;  // their items
   std::vector<Task> tasks;
   std::vector<CancelToken*> tokens;
@@ -173,7 +173,7 @@ struct Engine::Admission {
   // Step 2 (A5): true when no earlier job holds the key.
   bool dedupe(std::size_t i) REQUIRES(e.keyed_mu_) {
     const JobSpec& spec = specs[i];
-    std::shared_ptr<Job> first = e.store_->find_key(spec.idempotency_key);
+    JobPtr first = e.store_->find_key(spec.idempotency_key);
     if (first == nullptr && e.journal_ != nullptr) first = e.find_key_durable(spec.idempotency_key);
     bool in_run = false;
     if (first == nullptr) {  // (A9) a key earlier in the pending keyed run
@@ -220,11 +220,11 @@ struct Engine::Admission {
       return;
     }
     const auto delay = specs[i].delay;
-    std::shared_ptr<Job> j = e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters,
-                                        group_cancel, done, user, accepted_at);
+    JobPtr j = e.make_job(std::move(specs[i]), cached, item_lane, *cached_counters, group_cancel,
+                          done, user, accepted_at);
     j->state_.store(JobState::kScheduled, std::memory_order_relaxed);  // not yet shared
     if (j->durable_) {                                                 // (A8, D1)
-      if (auto err = e.commit_accepted(std::span<const std::shared_ptr<Job>>(&j, 1))) {
+      if (auto err = e.commit_accepted(std::span<const JobPtr>(&j, 1))) {
         refuse_built(i, *j, std::move(*err));
         return;
       }
@@ -267,7 +267,7 @@ struct Engine::Admission {
     link_batches();
     for (const auto& j : run) {
       if (j->retained_) e.store_->put(j);  // (A6)
-      j->self_ = j;                        // (inv 4) the task's reference
+      j->hold_for_task();                  // (inv 4) the task's reference
       tasks.push_back(Task{job_task::run, j.get()});
       tokens.push_back(&j->token_);  // (A3)
     }
@@ -289,7 +289,7 @@ struct Engine::Admission {
 
   void settle_run(std::size_t accepted, const Status& why) {
     for (std::size_t k = 0; k < run.size(); ++k) {
-      std::shared_ptr<Job>& j = run[k];
+      JobPtr& j = run[k];
       const std::size_t i = run_index[k];
       if (k < accepted) {
         j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
@@ -302,7 +302,7 @@ struct Engine::Admission {
         out[i] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
         continue;
       }
-      j->self_.reset();
+      j->task_reference().reset();
       if (j->retained_) e.store_->remove(*j);  // (A6)
       e.in_flight_.fetch_sub(1, std::memory_order_relaxed);
       refuse_built(i, *j, e.pool_refused(why));
@@ -321,9 +321,9 @@ struct Engine::Admission {
       pending->ack = call_ack;
     }
     for (std::size_t k = 0; k < run.size(); ++k) {
-      std::shared_ptr<Job>& j = run[k];
+      JobPtr& j = run[k];
       if (j->retained_) e.store_->put(j);  // (A6)
-      j->self_ = j;                        // (inv 4) the task's reference, from now
+      j->hold_for_task();                  // (inv 4) the task's reference, from now
       j->counters_->submitted.fetch_add(1, std::memory_order_relaxed);
       pending->jobs.push_back(j);
       out[run_index[k]] = {Submitted{std::move(j), false, done != nullptr}, std::nullopt};
@@ -569,10 +569,9 @@ Lane Engine::lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexc
                                        : Lane::kDefault;
 }
 
-std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
-                                      HandlerCounters& counters,
-                                      const std::atomic<bool>* group_cancel, DoneFn done,
-                                      void* user, Job::Clock::time_point accepted) {
+JobPtr Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
+                        HandlerCounters& counters, const std::atomic<bool>* group_cancel,
+                        DoneFn done, void* user, Job::Clock::time_point accepted) {
   // (D5) a durable job is always retained: look-ups find it in memory while it lives.
   const bool durable = spec.durable;
   const bool retain = spec.retain || !spec.idempotency_key.empty() || durable;
@@ -581,7 +580,7 @@ std::shared_ptr<Job> Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef ha
       JobId::make(incarnation_, next_sequence_.fetch_add(1, std::memory_order_relaxed));
   // (D7) a durable job outlives its call: the call's cancellation (a Stream
   // the client dropped) does not cancel it.
-  auto job = std::make_shared<Job>(
+  auto job = JobPtr::make(
       *this, id, std::move(spec), std::move(handler), lane, durable ? nullptr : group_cancel,
       done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr},
       accepted);

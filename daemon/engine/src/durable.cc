@@ -144,7 +144,7 @@ std::uint32_t Engine::journal_incarnation(const store::Journal& j) noexcept {
 }
 
 // (D1) One accept per run; the caller's thread waits for the commit.
-std::optional<Error> Engine::commit_accepted(std::span<const std::shared_ptr<Job>> jobs) {
+std::optional<Error> Engine::commit_accepted(std::span<const JobPtr> jobs) {
   std::vector<store::JobRecord> records;
   records.reserve(jobs.size());
   const std::int64_t now_ms = wall_ms();
@@ -218,7 +218,7 @@ void Engine::on_async_commit(PendingRun& run, const Status& st) {
     // client learns it from the result), and gives its slot back.
     const Error err = store_error(st, run.jobs.size());
     for (auto& j : run.jobs) {
-      j->self_.reset();
+      j->task_reference().reset();
       j->store_refusal_.store(static_cast<std::uint8_t>(1 + static_cast<int>(err.code)),
                               std::memory_order_relaxed);  // published by finish (inv 2)
       (void)j->finish(JobState::kQueued, JobState::kFailed, {}, err.message);
@@ -275,8 +275,8 @@ void Engine::journal_ended(const Job& job) {
 }
 
 // (D2) The pool refused a committed job: it waits for room in the scheduler.
-void Engine::park_committed(const std::shared_ptr<Job>& job) {
-  job->self_.reset();
+void Engine::park_committed(const JobPtr& job) {
+  job->task_reference().reset();
   in_flight_.fetch_sub(1, std::memory_order_relaxed);  // queue_scheduled takes one again
   if (!job->transition(JobState::kQueued, JobState::kScheduled)) return;  // ended meanwhile
   if (!scheduler_->add(job, now())) {                                     // (K4) draining
@@ -306,10 +306,10 @@ JobSpec Engine::spec_from_record(const store::JobRecord& r) {
 }
 
 // (D5) An ended record as a final Job: for Get, Wait and a repeated key.
-std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
+JobPtr Engine::job_from_record(const store::JobRecord& r) {
   JobSpec spec = spec_from_record(r);
-  auto job = std::make_shared<Job>(*this, r.id, std::move(spec), host_.find(r.handler),
-                                   Lane::kDefault, nullptr);
+  auto job =
+      JobPtr::make(*this, r.id, std::move(spec), host_.find(r.handler), Lane::kDefault, nullptr);
   job->counters_ = &counters_for(r.handler);
   job->rare().recorded_accepted_unix_ms = r.accepted_unix_ms;
   // It neither waited nor ran in this process: its wait and run times are 0
@@ -327,8 +327,8 @@ std::shared_ptr<Job> Engine::job_from_record(const store::JobRecord& r) {
   return job;
 }
 
-Expected<Job> Engine::find_durable(std::uint64_t id) {
-  if (std::shared_ptr<Job> job = store_->get(id)) return {std::move(job), std::nullopt};
+Expected<JobPtr> Engine::find_durable(std::uint64_t id) {
+  if (JobPtr job = store_->get(id)) return {std::move(job), std::nullopt};
   std::optional<store::JobRecord> r = journal_->get(id);
   if (r && store::is_final(r->state)) return {job_from_record(*r), std::nullopt};
   rejected_not_found_.fetch_add(1, std::memory_order_relaxed);
@@ -347,7 +347,7 @@ Expected<Job> Engine::find_durable(std::uint64_t id) {
                     "store keeps durable jobs across restarts, other jobs only while tpoold runs"}};
 }
 
-std::shared_ptr<Job> Engine::find_key_durable(std::string_view key) {
+JobPtr Engine::find_key_durable(std::string_view key) {
   std::optional<store::JobRecord> r = journal_->find_key(key);
   if (!r || !store::is_final(r->state)) return nullptr;  // a live one is in store_ (D5)
   return job_from_record(*r);
@@ -384,8 +384,7 @@ std::size_t Engine::recover() {
       spec.max_attempts = std::max(spec.max_attempts, r.attempt + 1);
     }
     const Lane lane = lane_of(spec.lane, handler);
-    auto job =
-        std::make_shared<Job>(*this, r.id, std::move(spec), std::move(handler), lane, nullptr);
+    auto job = JobPtr::make(*this, r.id, std::move(spec), std::move(handler), lane, nullptr);
     job->counters_ = &counters_for(r.handler);
     job->retained_ = true;
     job->durable_ = true;

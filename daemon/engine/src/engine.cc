@@ -71,15 +71,15 @@ namespace tpool::engine {
 using plugin_host::InvokeResult;
 using plugin_host::JobCode;
 
-// The pool task of a job: ctx is the Job; the Job's self_ keeps it alive
-// until the task ends (inv 4).
+// The pool task of a job: ctx is the Job; the task's reference (counted by
+// hold_for_task before the submit) keeps it alive until the task ends (inv 4).
 struct JobTask {
   static void run(void* ctx) {
     Job& job = *static_cast<Job*>(ctx);
-    std::shared_ptr<Job> self = std::move(job.self_);
+    JobPtr self = job.task_reference();
     Engine& e = job.engine_;
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
-      std::shared_ptr<Job> next = job.batch_next();
+      JobPtr next = job.take_batch_next();  // this worker moved it out of QUEUED
       const std::size_t limit = next ? e.host_.batch_limit(job.handler_) : 1;
       if (limit > 1) {
         run_batch(std::move(self), std::move(next), limit);
@@ -93,7 +93,7 @@ struct JobTask {
   }
 
   // The job is RUNNING (this worker's CAS): its attempt starts at `now`.
-  static void start(Job& job, const std::shared_ptr<Job>& self, Job::Clock::time_point now) {
+  static void start(Job& job, const JobPtr& self, Job::Clock::time_point now) {
     Engine& e = job.engine_;
     job.started_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
@@ -101,7 +101,7 @@ struct JobTask {
     e.enter_running(self);                                 // (E4)
   }
 
-  static void end_attempt(const std::shared_ptr<Job>& self, bool again) {
+  static void end_attempt(const JobPtr& self, bool again) {
     Engine& e = self->engine_;
     e.leave_running(*self);
     // (E6) Handed to the scheduler only after leaving the running set, so
@@ -116,12 +116,12 @@ struct JobTask {
   // (E7) first is RUNNING (this worker's CAS); next is linked to it. Starts
   // the linked jobs this worker wins, up to the host's batch_limit, and runs
   // them all in one host call.
-  static void run_batch(std::shared_ptr<Job> first, std::shared_ptr<Job> next, std::size_t limit) {
-    std::vector<std::shared_ptr<Job>> jobs;
+  static void run_batch(JobPtr first, JobPtr next, std::size_t limit) {
+    std::vector<JobPtr> jobs;
     jobs.reserve(limit);
     jobs.push_back(std::move(first));
     while (next && jobs.size() < limit && next->transition(JobState::kQueued, JobState::kRunning)) {
-      std::shared_ptr<Job> after = next->batch_next();
+      JobPtr after = next->take_batch_next();  // likewise
       jobs.push_back(std::move(next));
       next = std::move(after);
     }
@@ -148,7 +148,7 @@ struct JobTask {
     std::vector<bool> ended(calls.size(), false);
     auto done = [&](std::size_t k, InvokeResult&& r) {
       ended[k] = true;
-      const std::shared_ptr<Job>& job = jobs[of_call[k]];
+      const JobPtr& job = jobs[of_call[k]];
       end_attempt(job, complete(*job, std::move(r)));
     };
     try {
@@ -169,7 +169,7 @@ struct JobTask {
   // deadline), or the pool dropped it at shutdown. (E5)
   static void cancelled(void* ctx) {
     Job& job = *static_cast<Job*>(ctx);
-    std::shared_ptr<Job> self = std::move(job.self_);
+    JobPtr self = job.task_reference();
     Engine& e = job.engine_;
     if (end_unstarted(job, JobState::kQueued)) job.handler_ = {};  // ended here (handler_)
     release(e);
@@ -400,7 +400,7 @@ void Engine::expire() {
   expire_journal();
 }
 
-Expected<Job> Engine::find(std::uint64_t id) {
+Expected<JobPtr> Engine::find(std::uint64_t id) {
   if (journal_ != nullptr) return find_durable(id);  // (D5)
   if (const std::uint32_t inc = JobId::incarnation(id); inc != incarnation_) {
     return {nullptr,
@@ -410,7 +410,7 @@ Expected<Job> Engine::find(std::uint64_t id) {
                       "): tpoold restarted since this job was accepted; its result is gone, "
                       "submit the job again"}};
   }
-  std::shared_ptr<Job> job = store_->get(id);
+  JobPtr job = store_->get(id);
   if (job == nullptr) {
     return {nullptr, Error{ErrorCode::kNotFound,
                            "job " + std::to_string(id) +
@@ -431,7 +431,7 @@ std::size_t Engine::run_scheduled() {
 
 // (E6) A failed attempt's job, RUNNING -> SCHEDULED already (Job::reschedule),
 // goes to the scheduler for its backoff.
-void Engine::schedule_retry(const std::shared_ptr<Job>& job) {
+void Engine::schedule_retry(const JobPtr& job) {
   if (job->state() != JobState::kScheduled) return;  // cancelled meanwhile: it ended
   retried_.fetch_add(1, std::memory_order_relaxed);
   double u = 0;
@@ -450,7 +450,7 @@ void Engine::schedule_retry(const std::shared_ptr<Job>& job) {
   }
 }
 
-Engine::Queued Engine::queue_scheduled(const std::shared_ptr<Job>& job) {
+Engine::Queued Engine::queue_scheduled(const JobPtr& job) {
   if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= limits_.max_inflight_jobs) {  // (E1)
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return Queued::kNoRoom;
@@ -459,13 +459,13 @@ Engine::Queued Engine::queue_scheduled(const std::shared_ptr<Job>& job) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return Queued::kDropped;
   }
-  job->self_ = job;  // (inv 4)
+  job->hold_for_task();  // (inv 4)
   const Task task{job_task::run, job.get()};
   CancelToken* const token = &job->token_;
   // (A4) the scheduler's thread never blocks
   const auto [accepted, why] = to_pool(std::span(&task, 1), std::span(&token, 1), job->lane_);
   if (accepted == 1) return Queued::kQueued;
-  job->self_.reset();
+  job->task_reference().reset();
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   if (why.code() == StatusCode::kFull && job->transition(JobState::kQueued, JobState::kScheduled)) {
     return Queued::kNoRoom;

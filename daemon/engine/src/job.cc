@@ -123,6 +123,7 @@ bool Job::finish(JobState from, JobState to, std::string_view output, std::strin
   // CAS (outside mu_) simply makes a canceller's CAS from QUEUED fail.
   std::pair<DoneFn, void*> first{nullptr, nullptr};
   std::vector<std::pair<DoneFn, void*>> more;
+  JobPtr unlinked;  // dropped after the lock
   {
     WordLock lock(mu_);
     if (state_.load(std::memory_order_acquire) != from) return false;
@@ -131,6 +132,10 @@ bool Job::finish(JobState from, JobState to, std::string_view output, std::strin
     if (!transition(from, to)) return false;                   // a worker started it meanwhile
     first = std::exchange(first_waiter_, {nullptr, nullptr});  // (inv 3)
     if (extras_) more.swap(extras_->more_waiters);
+    // (E7) Ended from QUEUED or SCHEDULED, it may hold a batch link no
+    // worker took; this thread won the move (inv 1) and drops it. Not from
+    // RUNNING: the worker that started the job took the link itself.
+    if (from != JobState::kRunning) unlinked = take_batch_next();
   }
   engine_.on_job_final(*this);
   if (first.first != nullptr) first.first(first.second, *this);

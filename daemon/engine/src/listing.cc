@@ -42,9 +42,9 @@ std::optional<store::RecordState> final_record_state(JobState s) {
 }  // namespace
 
 // (L1)
-std::vector<std::shared_ptr<Job>> Engine::list(const ListFilter& f, bool* more) {
+std::vector<JobPtr> Engine::list(const ListFilter& f, bool* more) {
   const std::size_t want = f.limit + 1;  // one more tells whether a next page exists
-  std::vector<std::shared_ptr<Job>> out;
+  std::vector<JobPtr> out;
   for (auto& j : store_->list(f.after_id)) {
     if (!matches(*j, f)) continue;
     out.push_back(std::move(j));
@@ -83,7 +83,7 @@ std::vector<std::shared_ptr<Job>> Engine::list(const ListFilter& f, bool* more) 
 
 // (L2)
 Engine::SubmitResult Engine::retry(std::uint64_t id, DoneFn done, void* user) {
-  Expected<Job> found = find(id);
+  Expected<JobPtr> found = find(id);
   if (!found.ok()) return {{}, std::move(found.error)};
   const Job& old = *found.value;
   const JobState state = old.state();

@@ -6,7 +6,7 @@
 
 namespace tpool::engine {
 
-void InMemoryResultStore::put(std::shared_ptr<Job> job) {
+void InMemoryResultStore::put(JobPtr job) {
   const std::uint64_t id = job->id();
   const std::string& key = job->idempotency_key();
   MutexLock lock(mu_);
@@ -18,7 +18,7 @@ void InMemoryResultStore::put(std::shared_ptr<Job> job) {
 void InMemoryResultStore::remove(const Job& job) {
   MutexLock lock(mu_);
   // (M2) an ended_ entry, if any, is skipped at the front.
-  std::shared_ptr<Job> gone = retained_.erase(job.id());
+  JobPtr gone = retained_.erase(job.id());
   if (gone == nullptr) return;
   const std::string& key = job.idempotency_key();
   if (!key.empty()) {
@@ -27,17 +27,17 @@ void InMemoryResultStore::remove(const Job& job) {
   publish_figures();
 }
 
-std::shared_ptr<Job> InMemoryResultStore::get(std::uint64_t id) const {
+JobPtr InMemoryResultStore::get(std::uint64_t id) const {
   MutexLock lock(mu_);
-  const std::shared_ptr<Job>* j = retained_.find(id);
+  const JobPtr* j = retained_.find(id);
   return j == nullptr ? nullptr : *j;
 }
 
-std::shared_ptr<Job> InMemoryResultStore::find_key(std::string_view key) const {
+JobPtr InMemoryResultStore::find_key(std::string_view key) const {
   MutexLock lock(mu_);
   auto k = keys_.find(std::string(key));
   if (k == keys_.end()) return nullptr;
-  const std::shared_ptr<Job>* j = retained_.find(k->second);  // (M1) present while the key is
+  const JobPtr* j = retained_.find(k->second);  // (M1) present while the key is
   return j == nullptr ? nullptr : *j;
 }
 
@@ -63,7 +63,7 @@ void InMemoryResultStore::evict(TimePoint now) {
     const bool too_big = bytes_ > bounds_.max_bytes;
     const bool too_many = ended_.size() > bounds_.max_entries;
     if (!too_old && !too_big && !too_many) break;
-    if (std::shared_ptr<Job> gone = retained_.erase(e.id)) {
+    if (JobPtr gone = retained_.erase(e.id)) {
       const std::string& key = gone->idempotency_key();
       if (!key.empty()) {
         if (auto k = keys_.find(key); k != keys_.end() && k->second == e.id) keys_.erase(k);
@@ -87,11 +87,11 @@ ResultStoreStats InMemoryResultStore::stats() const {
           expired_.load(std::memory_order_relaxed)};
 }
 
-std::vector<std::shared_ptr<Job>> InMemoryResultStore::list(std::uint64_t after_id) const {
-  std::vector<std::shared_ptr<Job>> out;
+std::vector<JobPtr> InMemoryResultStore::list(std::uint64_t after_id) const {
+  std::vector<JobPtr> out;
   {
     MutexLock lock(mu_);
-    retained_.for_each([&](std::uint64_t id, const std::shared_ptr<Job>& job) {
+    retained_.for_each([&](std::uint64_t id, const JobPtr& job) {
       if (id > after_id) out.push_back(job);
     });
   }

@@ -36,7 +36,7 @@ Registry& registry() {
 
 struct Slot {
   Mutex mu;
-  std::vector<std::shared_ptr<Job>> stack GUARDED_BY(mu);  // outermost first
+  std::vector<JobPtr> stack GUARDED_BY(mu);  // outermost first
   bool free GUARDED_BY(registry().mu) = false;
 };
 
@@ -94,18 +94,18 @@ ThreadJobScope::~ThreadJobScope() {
   t_job = saved_;
 }
 
-void Engine::enter_running(const std::shared_ptr<Job>& job) {
+void Engine::enter_running(const JobPtr& job) {
   Slot& s = my_slot(limits_.thread_init);
   MutexLock lock(s.mu);
   s.stack.push_back(job);  // (inv 4) the running set's reference
 }
 
 void Engine::leave_running(const Job& job) {
-  Slot& s = *t_slot.slot;     // set by enter_running on this thread
-  std::shared_ptr<Job> last;  // dropped outside the lock
+  Slot& s = *t_slot.slot;  // set by enter_running on this thread
+  JobPtr last;             // dropped outside the lock
   MutexLock lock(s.mu);
   auto it = std::find_if(s.stack.rbegin(), s.stack.rend(),
-                         [&](const std::shared_ptr<Job>& j) { return j.get() == &job; });
+                         [&](const JobPtr& j) { return j.get() == &job; });
   if (it != s.stack.rend()) {
     last = std::move(*it);
     s.stack.erase(std::next(it).base());
@@ -118,8 +118,8 @@ namespace {
 // thread works on them without holding a slot's lock, so a worker never
 // waits for a waiter callback).
 template <class Pred>
-std::vector<std::shared_ptr<Job>> collect(Pred mine) {
-  std::vector<std::shared_ptr<Job>> out;
+std::vector<JobPtr> collect(Pred mine) {
+  std::vector<JobPtr> out;
   MutexLock rlock(registry().mu);
   for (Slot* s : registry().slots) {
     MutexLock slock(s->mu);

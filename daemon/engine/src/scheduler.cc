@@ -39,7 +39,7 @@ Scheduler::~Scheduler() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool Scheduler::add(std::shared_ptr<Job> job, TimePoint due) {
+bool Scheduler::add(JobPtr job, TimePoint due) {
   {
     MutexLock lock(mu_);
     if (closed_) return false;  // (K4)
@@ -61,7 +61,7 @@ std::size_t Scheduler::run_due() {
   MutexLock run(run_mu_);  // (K2)
   std::size_t queued = 0;
   for (;;) {
-    std::shared_ptr<Job> job;
+    JobPtr job;
     {
       MutexLock lock(mu_);
       const TimePoint now = engine_.now();
@@ -109,7 +109,7 @@ void Scheduler::on_capacity() {
 }
 
 void Scheduler::close(const std::string& why) {
-  std::vector<std::shared_ptr<Job>> held;
+  std::vector<JobPtr> held;
   {
     MutexLock lock(mu_);
     closed_ = true;  // (K4)

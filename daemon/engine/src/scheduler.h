@@ -51,7 +51,7 @@ class Scheduler final : public CapacityWaiter {
 
   // Holds job (SCHEDULED) until due. False when closed (K4): the caller ends
   // the job itself.
-  bool add(std::shared_ptr<Job> job, TimePoint due) EXCLUDES(mu_);
+  bool add(JobPtr job, TimePoint due) EXCLUDES(mu_);
   // Queues the jobs that are due at the engine's now(), in due order, until
   // one finds no room (then waits for capacity, K5). Returns how many were
   // handed to the pool.
@@ -68,7 +68,7 @@ class Scheduler final : public CapacityWaiter {
   struct Entry {
     TimePoint due;
     std::uint64_t seq;  // add order: ties run in it
-    std::shared_ptr<Job> job;
+    JobPtr job;
     bool operator>(const Entry& o) const noexcept {
       return due != o.due ? due > o.due : seq > o.seq;
     }
@@ -81,7 +81,7 @@ class Scheduler final : public CapacityWaiter {
   mutable Mutex mu_;
   CondVar cv_;
   std::vector<Entry> heap_ GUARDED_BY(mu_);  // std::push_heap with greater<>: min-heap
-  std::deque<std::shared_ptr<Job>> ready_ GUARDED_BY(mu_);
+  std::deque<JobPtr> ready_ GUARDED_BY(mu_);
   std::uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   bool closed_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;

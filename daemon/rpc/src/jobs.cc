@@ -45,7 +45,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
         submitting_(submitting) {}
 
   // After submitting (or finding) the job: waits for it, or answers now.
-  void watch(std::shared_ptr<engine::Job> job, bool owns, bool will_notify) {
+  void watch(engine::JobPtr job, bool owns, bool will_notify) {
     {
       tpool::MutexLock lock(mu_);
       job_ = job;
@@ -83,7 +83,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   }
 
   void OnCancel() override {
-    std::shared_ptr<engine::Job> job;
+    engine::JobPtr job;
     bool owns = false;
     {
       tpool::MutexLock lock(mu_);
@@ -110,7 +110,7 @@ class JobWaitReactor final : public grpc::ServerUnaryReactor {
   grpc::CallbackServerContext* const submitting_;
   std::atomic<int> refs_{2};
   tpool::Mutex mu_;
-  std::shared_ptr<engine::Job> job_ GUARDED_BY(mu_);
+  engine::JobPtr job_ GUARDED_BY(mu_);
   bool owns_ GUARDED_BY(mu_) = false;
 };
 
@@ -441,7 +441,7 @@ class JobWaitBatchReactor final : public grpc::ServerUnaryReactor {
   struct Item {
     JobWaitBatchReactor* self = nullptr;
     int index = 0;
-    std::shared_ptr<engine::Job> job;  // set while its waiter may be registered
+    engine::JobPtr job;  // set while its waiter may be registered
   };
 
   void release() {

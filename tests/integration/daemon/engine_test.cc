@@ -52,7 +52,7 @@ class EngineTest : public ::testing::Test {
   }
 
   // Submits and waits for the end through the done callback (a latch).
-  std::shared_ptr<Job> run(JobSpec spec) {
+  JobPtr run(JobSpec spec) {
     std::latch done(1);
     auto sub = engine_->submit(
         std::move(spec), [](void* l, Job&) { static_cast<std::latch*>(l)->count_down(); }, &done);

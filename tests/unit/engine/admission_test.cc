@@ -282,7 +282,7 @@ TEST_F(EngineAdmission, AFullPoolRefusesAtOnceAndNeverBlocksTheCaller) {
   ASSERT_TRUE(ctl_.wait_entered(1));
   // Fill the rest of the descriptors, each submit on another thread with a
   // bound, so a blocking submit fails the test instead of hanging it.
-  std::vector<std::shared_ptr<Job>> held{first};
+  std::vector<JobPtr> held{first};
   std::optional<Error> refusal;
   for (int i = 0; i < 64 && !refusal; ++i) {
     auto f = std::async(std::launch::async, [&] { return submit(spec("block")); });

@@ -13,7 +13,7 @@ namespace {
 class EngineCancel : public EngineBench {
  protected:
   // One worker, held by a "block" job, so what is submitted next stays queued.
-  std::shared_ptr<Job> hold_the_worker() {
+  JobPtr hold_the_worker() {
     auto j = run(spec("block", "holder"));
     EXPECT_TRUE(ctl_.wait_entered(1));
     return j;
@@ -51,6 +51,40 @@ TEST_F(EngineCancel, AQueuedJobCancelledEndsAtOnceAndNeverRuns) {
   EXPECT_EQ(ctl_.calls_now(), 1);  // the holder only
   EXPECT_EQ(counts("echo").cancelled, 1u);
   EXPECT_EQ(counts("echo").succeeded, 0u);
+}
+
+// (inv 4) Once every task has ended, a job is held by its holders only: the
+// test's JobPtr, and the result store's while it retains the job. Each way a
+// task's reference ends is here: run (echo), ended by the handler's failure,
+// cancelled while queued (the pool's on_cancel, after Job::cancel), and the
+// worker's own task (block). A reference counted for a task and never taken
+// back, or taken back twice, shows as a count off by one (or a crash).
+TEST_F(EngineCancel, WhenTheTasksHaveEndedOnlyTheHoldersHoldTheJob) {
+  start(one_worker());
+  auto holder = hold_the_worker();
+  JobSpec kept = spec("echo", "kept");
+  kept.retain = true;
+  auto retained = run(std::move(kept));
+  auto plain = run(spec("echo", "plain"));
+  auto failed = run(spec("fail", "1:it broke"));
+  auto cancelled = run(spec("echo", "never"));
+  EXPECT_EQ(plain.use_count(), 2u) << "queued: the test's and the task's";
+  cancelled->cancel();
+  ctl_.open_gate();
+  ASSERT_TRUE(done_.wait_total(5));
+  ASSERT_TRUE(quiet());
+  EXPECT_EQ(retained.use_count(), 2u) << "the test's and the result store's";
+  EXPECT_EQ(plain.use_count(), 1u);
+  EXPECT_EQ(failed.use_count(), 1u);
+  EXPECT_EQ(cancelled.use_count(), 1u);
+  EXPECT_EQ(holder.use_count(), 1u);
+  JobPtr copy = plain;
+  EXPECT_EQ(plain.use_count(), 2u);
+  JobPtr moved = std::move(copy);
+  EXPECT_EQ(copy, nullptr);
+  EXPECT_EQ(moved.use_count(), 2u);
+  moved.reset();
+  EXPECT_EQ(plain.use_count(), 1u);
 }
 
 TEST_F(EngineCancel, ARunningJobCancelledEndsWhenItsHandlerReturns) {
@@ -130,7 +164,7 @@ TEST_F(EngineCancel, ADeadlineThatPassesWhileQueuedEndsTheJobThroughThePool) {
   for (auto& s : specs) s.deadline = past;
   std::vector<Engine::SubmitResult> out;
   ASSERT_EQ(batch(specs, out), 3u);
-  std::vector<std::shared_ptr<Job>> jobs{single};
+  std::vector<JobPtr> jobs{single};
   for (auto& o : out) {
     ASSERT_TRUE(o.ok());
     jobs.push_back(o.value.job);
@@ -398,7 +432,7 @@ TEST_F(EngineCancel, CancelAllEndsQueuedJobsBeforeTheirHandler) {
 TEST_F(EngineCancel, DrainWithCancelPendingEndsQueuedJobsThroughThePool) {
   start(one_worker());
   auto holder = hold_the_worker();
-  std::vector<std::shared_ptr<Job>> queued;
+  std::vector<JobPtr> queued;
   for (int i = 0; i < 3; ++i) queued.push_back(run(spec("echo", std::to_string(i))));
   engine().begin_drain();
   auto shut = std::async(std::launch::async,

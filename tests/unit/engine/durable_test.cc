@@ -187,9 +187,9 @@ TEST_F(Durable, ACrashedRunsJobsReplayInAcceptanceOrderAndRunAgain) {
   start(std::move(o));
   EXPECT_EQ(engine().recover(), 3u);
   EXPECT_EQ(engine().snapshot().replayed, 3u);
-  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<JobPtr> jobs;
   for (int i = 0; i < 3; ++i) {
-    Expected<Job> f = engine().find(recs[static_cast<std::size_t>(i)].id);
+    Expected<JobPtr> f = engine().find(recs[static_cast<std::size_t>(i)].id);
     ASSERT_TRUE(f.ok()) << f.error->message;
     jobs.push_back(f.value);
   }
@@ -234,7 +234,7 @@ TEST_F(Durable, ResultsAndKeysSurviveARestartAndIdsDoNotRepeat) {
   start_durable();
   EXPECT_NE(engine().incarnation(), inc1);  // (J9) the next one
   // Get/Wait of the old id: the ended record (D5).
-  Expected<Job> f = engine().find(c.id);
+  Expected<JobPtr> f = engine().find(c.id);
   ASSERT_TRUE(f.ok()) << f.error->message;
   EXPECT_EQ(f.value->state(), JobState::kSucceeded);
   EXPECT_EQ(f.value->output(), "once");
@@ -290,7 +290,7 @@ TEST_F(Durable, ADelayedDurableJobSurvivesAShutdownAndRunsOnce) {
   ManualClock clock2;
   start_durable(BenchOptions::test_limits(), &clock2);
   EXPECT_EQ(engine().recover(), 1u);
-  Expected<Job> f = engine().find(id);
+  Expected<JobPtr> f = engine().find(id);
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f.value->state(), JobState::kScheduled);  // still an hour to go
   EXPECT_EQ(engine().run_scheduled(), 0u);
@@ -554,8 +554,8 @@ TEST_F(Durable, AJobACallDroppedKeepsRunning) {
 
 class Listing : public EngineBench {
  protected:
-  std::shared_ptr<Job> retained(std::string handler, std::string payload,
-                                std::vector<std::pair<std::string, std::string>> labels = {}) {
+  JobPtr retained(std::string handler, std::string payload,
+                  std::vector<std::pair<std::string, std::string>> labels = {}) {
     JobSpec s = spec(std::move(handler), std::move(payload));
     s.retain = true;
     s.labels = std::move(labels);
@@ -563,7 +563,7 @@ class Listing : public EngineBench {
     if (j != nullptr) done_.wait_job(j->id());
     return j;
   }
-  static std::vector<std::uint64_t> ids(const std::vector<std::shared_ptr<Job>>& js) {
+  static std::vector<std::uint64_t> ids(const std::vector<JobPtr>& js) {
     std::vector<std::uint64_t> out;
     for (const auto& j : js) out.push_back(j->id());
     return out;

@@ -197,7 +197,7 @@ class EngineBench : public ::testing::Test {
   }
 
   // Submits with the recorder as DoneFn; fails the test on a refusal.
-  std::shared_ptr<Job> run(JobSpec s) {
+  JobPtr run(JobSpec s) {
     Engine::SubmitResult r = engine_->submit(std::move(s), &Recorder::on_done, &done_);
     EXPECT_TRUE(r.ok()) << (r.error ? r.error->message : "");
     return r.ok() ? r.value.job : nullptr;
@@ -239,8 +239,8 @@ class EngineBench : public ::testing::Test {
   // Submits "block" jobs until the engine refuses one for room; the jobs
   // accepted hold every pool descriptor (running or queued behind the
   // blocked workers) until the gate opens. The refusal is left in *refusal.
-  std::vector<std::shared_ptr<Job>> fill_pool(Error* refusal, std::size_t limit = 4096) {
-    std::vector<std::shared_ptr<Job>> held;
+  std::vector<JobPtr> fill_pool(Error* refusal, std::size_t limit = 4096) {
+    std::vector<JobPtr> held;
     EXPECT_TRUE(quiet()) << "earlier jobs still hold pool descriptors";
     for (std::size_t i = 0; i < limit; ++i) {
       Engine::SubmitResult r = submit(spec("block", "fill"));

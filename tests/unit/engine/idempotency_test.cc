@@ -278,7 +278,7 @@ TEST_F(EngineIdempotency, AKeyedJobIsRetainedEvenWithoutRetain) {
   JobSpec s = keyed("echo", "p", "retained");
   s.retain = false;
   auto c = finish(s);
-  Expected<Job> found = engine().find(c.id);
+  Expected<JobPtr> found = engine().find(c.id);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found.value->idempotency_key(), "retained");
   EXPECT_EQ(engine().snapshot().retained_entries, 1u);

@@ -162,7 +162,7 @@ TEST_F(EngineJob, DoneFnRunsExactlyOnceUnderRacingEnders) {
   o.limits.cancel_grace = 0ms;
   start(std::move(o));
   constexpr int kJobs = 300;
-  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<JobPtr> jobs;
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < kJobs; ++i) {
     JobSpec s = spec(i % 3 == 0 ? "spin" : "echo", std::to_string(i));

@@ -17,11 +17,11 @@ class EngineResultStore : public EngineBench {
   void SetUp() override { start(); }
 
   // A Job that never runs, for the store alone (its engine is only named).
-  std::shared_ptr<Job> job(std::uint64_t seq, std::string key = {}) {
+  JobPtr job(std::uint64_t seq, std::string key = {}) {
     JobSpec s = spec("echo", "payload");
     s.idempotency_key = std::move(key);
-    return std::make_shared<Job>(engine(), JobId::make(engine().incarnation(), seq), std::move(s),
-                                 host_->find("echo"), Lane::kDefault, nullptr);
+    return JobPtr::make(engine(), JobId::make(engine().incarnation(), seq), std::move(s),
+                        host_->find("echo"), Lane::kDefault, nullptr);
   }
   static TimePoint at(int ms) { return TimePoint(std::chrono::milliseconds(1000000 + ms)); }
 };
@@ -156,7 +156,7 @@ TEST_F(EngineResultStore, ConcurrentUseKeepsTheFiguresConsistent) {
   // up their own jobs; the count bound keeps at most 50 ended.
   InMemoryResultStore st(RetentionBounds{1000000ms, 1u << 30, 50});
   constexpr int kThreads = 4, kEach = 200;
-  std::vector<std::vector<std::shared_ptr<Job>>> jobs(kThreads);
+  std::vector<std::vector<JobPtr>> jobs(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kEach; ++i) {
       char key[16];
@@ -193,7 +193,7 @@ TEST_F(EngineRetention, OnlyRetainedJobsAreFindable) {
   r.retain = true;
   auto kept = finish(r);
   auto dropped = finish(spec("echo", "not kept"));
-  Expected<Job> f = engine().find(kept.id);
+  Expected<JobPtr> f = engine().find(kept.id);
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f.value->output(), "kept");
   EXPECT_EQ(f.value->state(), JobState::kSucceeded);
@@ -229,7 +229,7 @@ TEST_F(EngineRetention, ARunningRetainedJobIsFindableWhateverTheBounds) {
   auto j = run(r);
   ASSERT_TRUE(ctl_.wait_entered(1));
   engine().expire();
-  Expected<Job> f = engine().find(j->id());
+  Expected<JobPtr> f = engine().find(j->id());
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f.value, j);
   EXPECT_EQ(f.value->state(), JobState::kRunning);
@@ -310,7 +310,7 @@ TEST_F(EngineRetention, ByTimeWithTheInjectedClock) {
 class RecordingStore final : public ResultStore {
  public:
   explicit RecordingStore(RetentionBounds b) : inner_(b) {}
-  void put(std::shared_ptr<Job> job) override {
+  void put(JobPtr job) override {
     log("put", job->id());
     // A6: the pool does not have the job yet, so it has not started.
     if (job->state() != JobState::kQueued) bad_.fetch_add(1);
@@ -320,10 +320,8 @@ class RecordingStore final : public ResultStore {
     log("remove", job.id());
     inner_.remove(job);
   }
-  std::shared_ptr<Job> get(std::uint64_t id) const override { return inner_.get(id); }
-  std::shared_ptr<Job> find_key(std::string_view key) const override {
-    return inner_.find_key(key);
-  }
+  JobPtr get(std::uint64_t id) const override { return inner_.get(id); }
+  JobPtr find_key(std::string_view key) const override { return inner_.find_key(key); }
   void ended(const Job& job, TimePoint at) override {
     log("ended", job.id());
     if (!job.final()) bad_.fetch_add(1);
@@ -331,9 +329,7 @@ class RecordingStore final : public ResultStore {
   }
   void expire(TimePoint now) override { inner_.expire(now); }
   ResultStoreStats stats() const override { return inner_.stats(); }
-  std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const override {
-    return inner_.list(after_id);
-  }
+  std::vector<JobPtr> list(std::uint64_t after_id) const override { return inner_.list(after_id); }
 
   std::vector<std::string> calls(std::uint64_t id) {
     std::lock_guard lock(mu_);

@@ -49,7 +49,7 @@ class Retry : public EngineBench {
   }
   // Waits until the job is SCHEDULED (its failed attempt's task handed it
   // to the scheduler) or final.
-  bool waits(const std::shared_ptr<Job>& j) {
+  bool waits(const JobPtr& j) {
     return eventually([&] {
       return (j->state() == JobState::kScheduled && engine().snapshot().scheduled == 1 &&
               engine().in_flight() == 0) ||

@@ -58,7 +58,7 @@ struct Error {
 
 template <class T>
 struct Expected {
-  std::shared_ptr<T> value;  // set on success
+  T value;  // set on success
   std::optional<Error> error;
   bool ok() const noexcept { return !error.has_value(); }
 };
@@ -234,7 +234,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   struct Submitted {
-    std::shared_ptr<Job> job;
+    JobPtr job;
     bool deduplicated = false;  // an earlier job with the same idempotency key
     // done will be called. False only for a deduplicated job that had already
     // ended: read its result now.
@@ -299,7 +299,7 @@ class Engine {
   // journal an id of another incarnation is kNotFound with a sentence saying
   // tpoold restarted; with one, a durable job of an earlier run is found in
   // it (D5 in durable.cc), ended or replayed.
-  Expected<Job> find(std::uint64_t id);
+  Expected<JobPtr> find(std::uint64_t id);
   // Replays the journal's pending jobs (accepted, not ended; J7) in
   // acceptance order, each under its own id, through the scheduler (D4 in
   // durable.cc); how many. Call once, before the first submit. No-op
@@ -310,7 +310,7 @@ class Engine {
   // The retained jobs matching filter, by id ascending, at most
   // filter.limit; with a journal also its ended durable jobs of earlier
   // runs (D5). *more: whether a next page may hold more.
-  std::vector<std::shared_ptr<Job>> list(const ListFilter& filter, bool* more);
+  std::vector<JobPtr> list(const ListFilter& filter, bool* more);
   // Runs an ended job again (Retry): a new job with the first one's
   // handler, payload, labels, lane, retry policy and durability, without
   // its idempotency key, retained, through the same admission as submit.
@@ -376,9 +376,9 @@ class Engine {
     kNoRoom,   // no in-flight slot or pool descriptor: still SCHEDULED, wait for capacity
     kDropped,  // it had ended while held (K3), or the pool is shut down (then it ended)
   };
-  Queued queue_scheduled(const std::shared_ptr<Job>& job);
+  Queued queue_scheduled(const JobPtr& job);
   // A failed attempt's job, now SCHEDULED (E6): to the scheduler after its backoff.
-  void schedule_retry(const std::shared_ptr<Job>& job);
+  void schedule_retry(const JobPtr& job);
   void forget_capacity_waiter(CapacityWaiter* w) EXCLUDES(capacity_mu_);
   struct Admission;  // one submit_batch call's state (admission.cc)
   HandlerCounters& counters_for(const std::string& handler) EXCLUDES(counters_mu_);
@@ -390,9 +390,9 @@ class Engine {
   // The error for a job the pool refused; counts the rejection.
   Error pool_refused(const Status& st);
   static Lane lane_of(LaneChoice c, const plugin_host::HandlerRef& handler) noexcept;
-  std::shared_ptr<Job> make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
-                                HandlerCounters& counters, const std::atomic<bool>* group_cancel,
-                                DoneFn done, void* user, Job::Clock::time_point accepted);
+  JobPtr make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane lane,
+                  HandlerCounters& counters, const std::atomic<bool>* group_cancel, DoneFn done,
+                  void* user, Job::Clock::time_point accepted);
   void on_job_final(Job& job);  // accounting and retention once a job ended
   Clock::time_point now() const noexcept;
   std::optional<Error> validate(const JobSpec& spec) const;
@@ -402,8 +402,8 @@ class Engine {
   // Durable jobs (durable.cc, D1-D6).
   // (D1) Appends the jobs' accept records and waits for their commit; the
   // error to answer them with when it failed.
-  std::optional<Error> commit_accepted(std::span<const std::shared_ptr<Job>> jobs);
-  // (D8) The same without waiting: the jobs (admitted, stored, self_ set)
+  std::optional<Error> commit_accepted(std::span<const JobPtr> jobs);
+  // (D8) The same without waiting: the jobs (admitted, stored, the task's reference held)
   // go to the pool from the commit's callback, or end FAILED if it failed.
   // (D9) One submit_batch call's acknowledgement: one count for the call
   // itself and one per run it did not wait for; the last release runs it.
@@ -418,7 +418,7 @@ class Engine {
     }
   };
   struct PendingRun {
-    std::vector<std::shared_ptr<Job>> jobs;
+    std::vector<JobPtr> jobs;
     Lane lane = Lane::kDefault;
     std::shared_ptr<CallAck> ack;  // (D9) released once the run is settled
   };
@@ -440,20 +440,20 @@ class Engine {
   void journal_retry(const Job& job, Clock::time_point due);
   void journal_ended(const Job& job);
   // (D5) A final Job standing for an ended record of the journal.
-  std::shared_ptr<Job> job_from_record(const store::JobRecord& r);
+  JobPtr job_from_record(const store::JobRecord& r);
   // (D2) A durable job the pool refused after its commit: it waits in the
   // scheduler for room instead of being refused (its client has it).
-  void park_committed(const std::shared_ptr<Job>& job);
+  void park_committed(const JobPtr& job);
   static std::int64_t wall_ms() noexcept;
   bool ended_by_shutdown(const Job& job) const noexcept;  // (D7)
   static std::uint32_t journal_incarnation(const store::Journal& j) noexcept;
-  Expected<Job> find_durable(std::uint64_t id);
-  std::shared_ptr<Job> find_key_durable(std::string_view key);
+  Expected<JobPtr> find_durable(std::uint64_t id);
+  JobPtr find_key_durable(std::string_view key);
   void expire_journal();
   std::vector<plugin_host::InvokeResult> run_children(Job& parent, std::string_view handler,
                                                       std::span<const std::string_view> inputs);
   // (E4) the worker's side: the job is running on this thread / has left it.
-  void enter_running(const std::shared_ptr<Job>& job);
+  void enter_running(const JobPtr& job);
   void leave_running(const Job& job);
   void enforce_loop() EXCLUDES(enforce_stop_mu_);
   // (E4) Job::stop_seen_ns_ is read and written only through these.

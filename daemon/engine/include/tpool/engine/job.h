@@ -19,10 +19,17 @@
 //      state (and returns false) or its waiter is in the list the winner takes.
 //      remove_waiter is true only if the waiter was still in the list: then
 //      it will never be called.
-//  (4) A Job is shared (std::shared_ptr): the pool task holds one reference
-//      (self_) from submit until the task ends, the result store one while it
+//  (4) A Job is shared through JobPtr, an intrusive count in the Job (refs_;
+//      no control block, no self-pointer): the pool task holds one reference
+//      from submit until the task ends (counted by hold_for_task() before the
+//      submit, taken back by task_reference() in the task, or by the
+//      submitter when the pool refused it), the result store one while it
 //      retains the job, each RPC one while it uses it, and the engine's
-//      running set one while a worker is inside its handler (E4).
+//      running set one while a worker is inside its handler (E4). The count
+//      is std::shared_ptr's protocol: an increment is relaxed (whoever adds
+//      a reference already holds one, which keeps the Job alive), the
+//      decrement acq_rel, so every use by the other holders happens before
+//      the delete by the last one.
 //  (5) A job can be final while its worker is still inside the handler: the
 //      engine's deadline thread moves RUNNING -> TIMED_OUT once the deadline
 //      has passed, and RUNNING -> CANCELLED once a cancelled job's handler
@@ -48,6 +55,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -125,6 +133,50 @@ class Job;
 class Engine;
 class Scheduler;
 struct HandlerCounters;
+class Job;
+
+// An owning reference to a Job (inv 4): std::shared_ptr's interface, less
+// what the engine never used (weak references, aliasing, custom deleters),
+// with the count inside the Job. 8 bytes, and a Job is one allocation of
+// sizeof(Job) (docs/benchmarks.md, "Memory per job").
+class JobPtr {
+ public:
+  constexpr JobPtr() noexcept = default;
+  constexpr JobPtr(std::nullptr_t) noexcept {}  // NOLINT: converts like shared_ptr
+  JobPtr(const JobPtr& other) noexcept;
+  JobPtr(JobPtr&& other) noexcept : p_(std::exchange(other.p_, nullptr)) {}
+  JobPtr& operator=(const JobPtr& other) noexcept {
+    JobPtr(other).swap(*this);
+    return *this;
+  }
+  JobPtr& operator=(JobPtr&& other) noexcept {
+    JobPtr(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~JobPtr();
+
+  // A new Job with one reference, this one.
+  template <class... Args>
+  static JobPtr make(Args&&... args);
+
+  Job* get() const noexcept { return p_; }
+  // The references to the job now, the task's included (0 for null). A
+  // snapshot, for tests and reports, as std::shared_ptr::use_count.
+  std::uint32_t use_count() const noexcept;
+  Job& operator*() const noexcept { return *p_; }
+  Job* operator->() const noexcept { return p_; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  void reset() noexcept { JobPtr().swap(*this); }
+  void swap(JobPtr& other) noexcept { std::swap(p_, other.p_); }
+  friend bool operator==(const JobPtr& a, const JobPtr& b) noexcept { return a.p_ == b.p_; }
+  friend bool operator==(const JobPtr& a, std::nullptr_t) noexcept { return a.p_ == nullptr; }
+
+ private:
+  friend class Job;
+  struct Adopt {};
+  JobPtr(Job* p, Adopt) noexcept : p_(p) {}  // takes over a counted reference
+  Job* p_ = nullptr;
+};
 
 // Called once when a job reaches its final state, on the thread that ended it
 // (a pool worker, the thread that cancelled a queued job, or the engine's
@@ -250,9 +302,12 @@ class Job final : public plugin_host::JobServices {
     std::int64_t recorded_accepted_unix_ms = 0;
     // (E7 in engine.cc) The next job of the same admission run for the same
     // isolated handler, if any: the worker that starts this job may start
-    // that one too and send both to one runner. Weak, so a job that ended
-    // and was dropped is simply not there.
-    std::weak_ptr<Job> batch_next;
+    // that one too and send both to one runner. A reference, taken when this
+    // job starts or dropped when it ends unstarted (take_batch_next): so it
+    // keeps the next job alive only while this one waits, which the next
+    // job's own task does anyway. The only write to Rare after the job is
+    // shared, by the one thread that won that move (inv 1).
+    JobPtr batch_next;
   };
   std::unique_ptr<Rare> rare_;
   Rare& rare() {  // before the job is shared only
@@ -260,9 +315,10 @@ class Job final : public plugin_host::JobServices {
     return *rare_;
   }
   std::size_t payload_hash() const noexcept { return rare_ ? rare_->payload_hash : 0; }
-  std::shared_ptr<Job> batch_next() const noexcept {
-    return rare_ ? rare_->batch_next.lock() : nullptr;
-  }
+  // (E7) The link, taken by the one thread that starts the job (its CAS
+  // QUEUED -> RUNNING, inv 1), or dropped by finish() of a job that ends
+  // without starting (from QUEUED or SCHEDULED): one owner at a time.
+  JobPtr take_batch_next() noexcept { return rare_ ? std::move(rare_->batch_next) : nullptr; }
   // The handler of the job's registry generation. Dropped (reset) once the
   // job has ended, by the one thread that may still use it: the worker whose
   // attempt ended it (JobTask::end_attempt), or the thread that ended it
@@ -318,7 +374,11 @@ class Job final : public plugin_host::JobServices {
     return *extras_;
   }
 
-  std::shared_ptr<Job> self_;  // the pool task's reference (inv 4)
+  // (inv 4) The pool task's reference: counted before the submit, taken
+  // back as a JobPtr by the task (or by the submitter when the pool refused
+  // it, or never took it).
+  void hold_for_task() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  JobPtr task_reference() noexcept { return JobPtr(this, JobPtr::Adopt{}); }
   // This handler's counters in the engine (entries are never erased, so the
   // pointer stays valid for the engine's life); set before submission.
   HandlerCounters* counters_ = nullptr;
@@ -341,6 +401,8 @@ class Job final : public plugin_host::JobServices {
   // the layout (the annotations above may name a member declared later).
   mutable WordMutex mu_;
   mutable std::atomic<std::uint32_t> group_readers_{0};  // (inv 6)
+  // (inv 4) The references: JobPtr's, and the task's (hold_for_task).
+  mutable std::atomic<std::uint32_t> refs_{0};
   // Attempts started: incremented by the worker as an attempt starts
   // (QUEUED -> RUNNING); relaxed: a figure, and the worker's own reads are
   // program-ordered.
@@ -375,6 +437,28 @@ class Job final : public plugin_host::JobServices {
   std::atomic<std::uint8_t> store_refusal_{0};
   friend struct JobTask;
   friend class Scheduler;
+  friend class JobPtr;
 };
+
+inline JobPtr::JobPtr(const JobPtr& other) noexcept : p_(other.p_) {
+  if (p_ != nullptr) p_->refs_.fetch_add(1, std::memory_order_relaxed);  // (inv 4)
+}
+
+inline std::uint32_t JobPtr::use_count() const noexcept {
+  return p_ == nullptr ? 0 : p_->refs_.load(std::memory_order_relaxed);
+}
+
+inline JobPtr::~JobPtr() {
+  // (inv 4) acq_rel: this holder's uses before the decrement, and the
+  // others' before theirs, happen before the delete.
+  if (p_ != nullptr && p_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete p_;
+}
+
+template <class... Args>
+JobPtr JobPtr::make(Args&&... args) {
+  Job* j = new Job(std::forward<Args>(args)...);
+  j->refs_.store(1, std::memory_order_relaxed);  // not shared yet
+  return JobPtr(j, Adopt{});
+}
 
 }  // namespace tpool::engine

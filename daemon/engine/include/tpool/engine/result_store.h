@@ -70,14 +70,14 @@ class ResultStore {
   // Stores job under job->id() and, when it has one, its idempotency key
   // (S2, S3). Called before the job is handed to the pool, so a job that
   // ends at once is already here when ended() comes.
-  virtual void put(std::shared_ptr<Job> job) = 0;
+  virtual void put(JobPtr job) = 0;
   // Forgets a job put() that was never submitted (the pool refused it): its
   // id and key, as if it had never been stored. No-op for an unknown id.
   virtual void remove(const Job& job) = 0;
   // The stored job with this id, or null (never stored, or retention ended).
-  virtual std::shared_ptr<Job> get(std::uint64_t id) const = 0;
+  virtual JobPtr get(std::uint64_t id) const = 0;
   // The stored job holding this idempotency key, or null (S3, S4).
-  virtual std::shared_ptr<Job> find_key(std::string_view key) const = 0;
+  virtual JobPtr find_key(std::string_view key) const = 0;
   // job (stored, now final) ended at `at`: its retention starts (S4), and
   // anything the bounds no longer allow is evicted. No-op for a job not
   // stored (or already removed).
@@ -88,7 +88,7 @@ class ResultStore {
   virtual ResultStoreStats stats() const = 0;
   // The stored jobs with an id above after_id, by id ascending (ListJobs:
   // the caller filters and pages).
-  virtual std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const = 0;
+  virtual std::vector<JobPtr> list(std::uint64_t after_id) const = 0;
 };
 
 // The in-memory backend: a flat hash map by id (IdMap: a 24-byte slot per
@@ -106,14 +106,14 @@ class InMemoryResultStore final : public ResultStore {
  public:
   explicit InMemoryResultStore(RetentionBounds bounds) : bounds_(bounds) {}
 
-  void put(std::shared_ptr<Job> job) override EXCLUDES(mu_);
+  void put(JobPtr job) override EXCLUDES(mu_);
   void remove(const Job& job) override EXCLUDES(mu_);
-  std::shared_ptr<Job> get(std::uint64_t id) const override EXCLUDES(mu_);
-  std::shared_ptr<Job> find_key(std::string_view key) const override EXCLUDES(mu_);
+  JobPtr get(std::uint64_t id) const override EXCLUDES(mu_);
+  JobPtr find_key(std::string_view key) const override EXCLUDES(mu_);
   void ended(const Job& job, TimePoint at) override EXCLUDES(mu_);
   void expire(TimePoint now) override EXCLUDES(mu_);
   ResultStoreStats stats() const override;
-  std::vector<std::shared_ptr<Job>> list(std::uint64_t after_id) const override EXCLUDES(mu_);
+  std::vector<JobPtr> list(std::uint64_t after_id) const override EXCLUDES(mu_);
 
  private:
   void evict(TimePoint now) REQUIRES(mu_);
@@ -127,7 +127,7 @@ class InMemoryResultStore final : public ResultStore {
 
   const RetentionBounds bounds_;
   mutable Mutex mu_;
-  IdMap<std::shared_ptr<Job>> retained_ GUARDED_BY(mu_);
+  IdMap<JobPtr> retained_ GUARDED_BY(mu_);
   std::unordered_map<std::string, std::uint64_t> keys_ GUARDED_BY(mu_);
   std::deque<Ended> ended_ GUARDED_BY(mu_);
   std::size_t bytes_ GUARDED_BY(mu_) = 0;

@@ -565,6 +565,37 @@ TEST(CancelTokenAt, ReasonAtJudgesTheDeadlineAtTheGivenReading) {
   EXPECT_EQ(tok.reason_at(d - std::chrono::hours(1)), CancelToken::Reason::kCancelled);
 }
 
+// The token is one word (pool.h): the cancelled bit and the deadline share
+// it, so neither write may lose the other, and the deadline's edge values
+// keep their meaning: max() is no deadline, one before the epoch has passed.
+TEST(CancelTokenWord, CancelAndDeadlineKeepEachOther) {
+  EXPECT_EQ(sizeof(CancelToken), 8u);
+  const auto d = CancelToken::Clock::time_point(std::chrono::hours(5));
+  CancelToken cancelled_first;
+  cancelled_first.cancel();
+  cancelled_first.set_deadline(d);
+  EXPECT_EQ(cancelled_first.reason_at(d - std::chrono::hours(1)), CancelToken::Reason::kCancelled)
+      << "set_deadline after cancel() dropped the cancel";
+  CancelToken deadline_first;
+  deadline_first.set_deadline(d);
+  deadline_first.cancel();
+  EXPECT_EQ(deadline_first.reason_at(d - std::chrono::hours(1)), CancelToken::Reason::kCancelled);
+  CancelToken moved;  // a later deadline replaces an earlier one, in both directions
+  moved.set_deadline(d);
+  moved.set_deadline(d + std::chrono::hours(1));
+  EXPECT_EQ(moved.reason_at(d), CancelToken::Reason::kNone);
+  moved.set_deadline(d - std::chrono::hours(1));
+  EXPECT_EQ(moved.reason_at(d - std::chrono::minutes(30)), CancelToken::Reason::kDeadline);
+  CancelToken none;
+  none.set_deadline(CancelToken::Clock::time_point::max());
+  EXPECT_EQ(none.reason(), CancelToken::Reason::kNone) << "time_point::max() is no deadline";
+  EXPECT_EQ(none.reason_at(CancelToken::Clock::time_point::max()), CancelToken::Reason::kNone);
+  CancelToken past;
+  past.set_deadline(CancelToken::Clock::time_point(-std::chrono::hours(1)));
+  EXPECT_EQ(past.reason(), CancelToken::Reason::kDeadline) << "a deadline before the epoch";
+  EXPECT_FALSE(CancelToken().is_cancelled());
+}
+
 // Regression (found by the fuzz harness under TSan): a cancelled task's
 // descriptor is not terminal, so wait() cannot free and recycle it, until its
 // on_cancel has returned. A worker used to CAS queued -> cancelled and then

@@ -71,10 +71,10 @@ class CancelToken {
   using Clock = std::chrono::steady_clock;
   enum class Reason : std::uint8_t { kNone, kCancelled, kDeadline };
 
-  void cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
-  void set_deadline(Clock::time_point d) noexcept {
-    deadline_ns_.store(d.time_since_epoch().count(), std::memory_order_release);
-  }
+  void cancel() noexcept { word_.fetch_or(kCancelledBit, std::memory_order_acq_rel); }
+  // A deadline before the clock's epoch is stored as the epoch (passed
+  // either way). Keeps a cancel() made before it.
+  void set_deadline(Clock::time_point d) noexcept;
   bool is_cancelled() const noexcept { return reason() != Reason::kNone; }
   // Reads the clock only when a deadline is set.
   Reason reason() const noexcept;
@@ -83,8 +83,15 @@ class CancelToken {
   Reason reason_at(Clock::time_point now) const noexcept;
 
  private:
-  std::atomic<bool> cancelled_{false};
-  std::atomic<std::int64_t> deadline_ns_{INT64_MAX};
+  // One word, so a token costs 8 bytes in whatever holds one (each engine
+  // Job does): bit 63 set = cancelled; bits 0-62 the deadline in steady
+  // nanoseconds, kNoDeadline for none. Written with release (cancel's
+  // read-modify-write is acq_rel, set_deadline's CAS too), read with
+  // acquire: whatever the canceller wrote before cancelling is visible to a
+  // task that sees the bit.
+  static constexpr std::uint64_t kCancelledBit = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t kNoDeadline = kCancelledBit - 1;
+  std::atomic<std::uint64_t> word_{kNoDeadline};
 };
 
 // Counts outstanding tasks; wait() returns when all submitted with it ended.

@@ -13,6 +13,29 @@
 namespace tpool::store::testing {
 namespace {
 
+// Yields until the journal has made more than `after` commits, or 30 s
+// have passed (a test that waits that long fails on the count it gets).
+std::uint64_t commits_after(const Journal& j, std::uint64_t after) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (j.stats().commits == after && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  return j.stats().commits;
+}
+
+// A journal with this linger whose job 1 is accepted and committed: its
+// writer has just ended a group (W12: it settles).
+std::unique_ptr<Journal> open_after_one_commit(const TempDir& dir,
+                                               std::chrono::microseconds linger) {
+  auto o = options_for(dir.file("jobs.db"));
+  o.linger = linger;
+  auto j = open_ok(o);
+  if (!j) return j;
+  j->append_accepted({make_job(1)}, {});
+  EXPECT_TRUE(j->flush().ok());
+  return j;
+}
+
 // (J2) 5000 accepts from 4 threads, queued while the writer is held: they go
 // in ceil(5000 / max_batch) transactions, not 5000, and none is lost.
 TEST(JournalWriter, GroupCommitTakesTheQueueUpToMaxBatch) {
@@ -89,12 +112,8 @@ TEST(JournalWriter, UnwaitedWritesRideInTheNextWaitedForCommit) {
 // lock flush() reacquires), so the count below is deterministic.
 TEST(JournalWriter, AWriteNobodyWaitsForRightAfterACommitDoesNotWakeTheWriter) {
   TempDir dir;
-  auto o = options_for(dir.file("jobs.db"));
-  o.linger = std::chrono::minutes(1);
-  auto j = open_ok(o);
+  auto j = open_after_one_commit(dir, std::chrono::minutes(1));
   ASSERT_TRUE(j);
-  j->append_accepted({make_job(1)}, {});
-  ASSERT_TRUE(j->flush().ok());
   const std::uint64_t commits = j->stats().commits;
   const std::uint64_t wakes = j->writer_wakes_for_testing();
   j->append_started(1, 1);
@@ -116,19 +135,11 @@ TEST(JournalWriter, AWriteNobodyWaitsForRightAfterACommitDoesNotWakeTheWriter) {
 // the linger is 50 ms.
 TEST(JournalWriter, AWriteQueuedWhileTheWriterSettlesIsCommittedWithinTheLinger) {
   TempDir dir;
-  auto o = options_for(dir.file("jobs.db"));
-  o.linger = std::chrono::milliseconds(50);
-  auto j = open_ok(o);
+  auto j = open_after_one_commit(dir, std::chrono::milliseconds(50));
   ASSERT_TRUE(j);
-  j->append_accepted({make_job(1)}, {});
-  ASSERT_TRUE(j->flush().ok());
   const std::uint64_t commits = j->stats().commits;
   j->append_started(1, 1);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (j->stats().commits == commits && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::yield();
-  }
-  ASSERT_EQ(j->stats().commits, commits + 1)
+  ASSERT_EQ(commits_after(*j, commits), commits + 1)
       << "a start queued during the settle was never committed";
   EXPECT_EQ(j->get(1)->state, RecordState::kRunning);
 }
@@ -207,11 +218,7 @@ TEST(JournalWriter, AFullBatchEndsTheLingerWithoutAWaitedWrite) {
   ASSERT_TRUE(probe.wait_until_locked());
   ASSERT_TRUE(wait_until_thread_sleeps("tpool-journal"));
   for (std::uint64_t id = 33; id <= 40; ++id) j->append_started(id, 1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (j->stats().commits == before && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(j->stats().commits, before + 1);
+  EXPECT_EQ(commits_after(*j, before), before + 1);
   EXPECT_EQ(j->get(40)->state, RecordState::kRunning);
 }
 

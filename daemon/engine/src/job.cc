@@ -263,10 +263,10 @@ std::pair<double, std::string> Job::progress_snapshot() const {
 
 std::size_t Job::retained_bytes() const noexcept {
   // The fixed part is an estimate of the Job object and its map entries:
-  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12; 304 now)
-  // and a retained job, with its control block and the result store's entry,
-  // measured ~630 bytes of RSS (~430 now: docs/benchmarks.md, "Memory per
-  // job"). Kept: it bounds max_retained_bytes as before.
+  // picked by hand when sizeof(Job) was 472 bytes (x86-64, GCC 12) and a
+  // retained job, with its control block and the result store's entry,
+  // measured ~630 bytes of RSS; both are smaller now (docs/benchmarks.md,
+  // "Memory per job"). Kept: it bounds max_retained_bytes as before.
   std::size_t label_bytes = 0;
   for (const auto& [k, v] : labels()) label_bytes += k.size() + v.size();
   // A job that did not succeed keeps its payload for Retry (engine.cc); a

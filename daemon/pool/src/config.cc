@@ -133,7 +133,7 @@ std::string_view to_string(TaskOutcome o) noexcept {
 
 void CancelToken::set_deadline(Clock::time_point d) noexcept {
   const std::int64_t ns = d.time_since_epoch().count();
-  const std::uint64_t deadline = ns <= 0 ? 0 : static_cast<std::uint64_t>(ns) & kNoDeadline;
+  const std::uint64_t deadline = ns <= 0 ? 0 : static_cast<std::uint64_t>(ns);  // < 2^63
   std::uint64_t w = word_.load(std::memory_order_relaxed);
   // Release: as cancel(); keeps the cancelled bit a racing cancel() set.
   while (!word_.compare_exchange_weak(w, (w & kCancelledBit) | deadline, std::memory_order_acq_rel,
@@ -141,18 +141,12 @@ void CancelToken::set_deadline(Clock::time_point d) noexcept {
   }
 }
 
-namespace {
-// A token's word (pool.h) read at `now`: kCancelledBit, then the deadline.
-CancelToken::Reason reason_of(std::uint64_t w, std::uint64_t cancelled_bit,
-                              std::uint64_t no_deadline, CancelToken::Clock::time_point now) {
-  if ((w & cancelled_bit) != 0) return CancelToken::Reason::kCancelled;
+CancelToken::Reason CancelToken::reason_of(std::uint64_t w, Clock::time_point now) noexcept {
+  if ((w & kCancelledBit) != 0) return Reason::kCancelled;
   const std::int64_t n = now.time_since_epoch().count();
-  if (w != no_deadline && n >= 0 && static_cast<std::uint64_t>(n) >= w) {
-    return CancelToken::Reason::kDeadline;
-  }
-  return CancelToken::Reason::kNone;
+  if (w != kNoDeadline && n >= 0 && static_cast<std::uint64_t>(n) >= w) return Reason::kDeadline;
+  return Reason::kNone;
 }
-}  // namespace
 
 CancelToken::Reason CancelToken::reason() const noexcept {
   // Acquire pairs with cancel()'s release: whatever the canceller wrote
@@ -161,12 +155,12 @@ CancelToken::Reason CancelToken::reason() const noexcept {
   const std::uint64_t w = word_.load(std::memory_order_acquire);
   if ((w & kCancelledBit) != 0) return Reason::kCancelled;
   if (w == kNoDeadline) return Reason::kNone;
-  return reason_of(w, kCancelledBit, kNoDeadline, Clock::now());
+  return reason_of(w, Clock::now());
 }
 
 CancelToken::Reason CancelToken::reason_at(Clock::time_point now) const noexcept {
   // Acquire load: as in reason().
-  return reason_of(word_.load(std::memory_order_acquire), kCancelledBit, kNoDeadline, now);
+  return reason_of(word_.load(std::memory_order_acquire), now);
 }
 
 // Lifetime: a WaitGroup usually lives on its waiter's stack and dies as soon

@@ -532,7 +532,10 @@ void fill_status(const engine::Job& job, const std::string& replica, tpool::v1::
   resp->set_progress(engine::is_final(state) && state == engine::JobState::kSucceeded ? 1.0
                                                                                       : fraction);
   resp->set_progress_message(note);
-  if (engine::is_final(state)) resp->set_message(std::string(job.message()));
+  if (engine::is_final(state)) {
+    const std::string_view message = job.message();
+    resp->set_message(message.data(), message.size());
+  }
   for (const auto& [k, v] : job.labels()) (*resp->mutable_labels())[k] = v;
   resp->set_accepted_unix_ms(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(job.accepted_wall().time_since_epoch())

@@ -54,8 +54,9 @@
 //       nothing; the engine's own history of a job has none either).
 //  (W9) append() wakes the writer only when its write can end one of the
 //       writer's waits: the writer waits for work (idle_, not while it
-//       settles after a commit: W12) and the queue was empty; or the write is waited for, or fills
-//       the group to max_batch, or brings kPreApply records to apply (the linger's predicate, W10).
+//       settles after a commit: W12) and the queue was empty; or the write
+//       is waited for, or fills the group to max_batch, or brings kPreApply
+//       records to apply (the linger's predicate, W10).
 //       stop() and flush() notify for the rest of those predicates. Any other
 //       wake-up would find its wait's predicate still false and sleep again:
 //       a futex call and a context switch per start and end record, during

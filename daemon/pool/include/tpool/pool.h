@@ -91,6 +91,8 @@ class CancelToken {
   // task that sees the bit.
   static constexpr std::uint64_t kCancelledBit = std::uint64_t{1} << 63;
   static constexpr std::uint64_t kNoDeadline = kCancelledBit - 1;
+  // The reason a token whose word is w gives at `now`.
+  static Reason reason_of(std::uint64_t w, Clock::time_point now) noexcept;
   std::atomic<std::uint64_t> word_{kNoDeadline};
 };
 

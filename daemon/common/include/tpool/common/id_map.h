@@ -45,14 +45,10 @@ class IdMap {
   IdMap() = default;
   IdMap(const IdMap&) = delete;
   IdMap& operator=(const IdMap&) = delete;
-  IdMap(IdMap&&) noexcept = default;
-  IdMap& operator=(IdMap&&) noexcept = default;
 
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   std::size_t capacity() const noexcept { return slots_ ? mask_ + 1 : 0; }
-  // Bytes of the slot array (for memory reports).
-  std::size_t bytes() const noexcept { return capacity() * sizeof(Slot); }
 
   // Stores p under id; false (p untouched) if id is already present (I3).
   // p must not be null.

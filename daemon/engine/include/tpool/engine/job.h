@@ -133,7 +133,6 @@ class Job;
 class Engine;
 class Scheduler;
 struct HandlerCounters;
-class Job;
 
 // An owning reference to a Job (inv 4): std::shared_ptr's interface, less
 // what the engine never used (weak references, aliasing, custom deleters),
@@ -393,10 +392,9 @@ class Job final : public plugin_host::JobServices {
   // bytes where, spread out, their padding made them 48 (docs/benchmarks.md,
   // "Memory per job"). Each is initialised by default or by the constructor
   // from its parameters, never from another member.
-  // Also serialises the finishers (inv 1); outcome_ is written
-  // under it but read without it once final() (inv 2), so they are not
-  // GUARDED_BY it. One word, not a std::mutex's 40 bytes (docs/benchmarks.md,
-  // "Memory per job"): its critical sections are a few stores, and no
+  // Also serialises the finishers (inv 1); outcome_ is written under it but
+  // read without it once final() (inv 2), so it is not GUARDED_BY it. One word, not a std::mutex's
+  // 40 bytes (docs/benchmarks.md, "Memory per job"): its critical sections are a few stores, and no
   // condition variable waits on it. Here, among the four-byte fields, for
   // the layout (the annotations above may name a member declared later).
   mutable WordMutex mu_;

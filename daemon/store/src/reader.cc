@@ -31,7 +31,7 @@ class ReadTxn {
 };
 
 std::string select_jobs(const char* rest) {
-  return std::string("SELECT ") + kJobColumns + " FROM jobs " + rest;
+  return std::string("SELECT ") + kJobColumns + " FROM job_view " + rest;
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ Status Reader::prepare(const std::string& path) {
                            " AND (?2 = 0 OR ((?2 >> state) & 1) = 1)"
                            " AND (?3 = '' OR handler = ?3)"
                            " AND (?4 = '' OR EXISTS (SELECT 1 FROM labels l WHERE"
-                           " l.job_id = jobs.id AND l.key = ?4 AND (?5 = '' OR l.value = ?5)))"
+                           " l.job_id = job_view.id AND l.key = ?4 AND (?5 = '' OR l.value = ?5)))"
                            " ORDER BY id LIMIT ?6")},
       {&pending_, select_jobs("WHERE state IN (1, 2, 3) ORDER BY seq")},
       {&labels_, "SELECT key, value FROM labels WHERE job_id = ?1 ORDER BY pos"},

@@ -110,6 +110,50 @@ constexpr const char* kStep5 = R"sql(
 DROP INDEX jobs_by_seq;
 )sql";
 
+// Version 6: a job's end is a row of its own, in `ends`, instead of an
+// UPDATE of its jobs row (writer.h, W7, W8, W13). The UPDATE rewrote the row
+// (it grows by the output: SQLite deletes and re-inserts the cell) and added
+// an entry to jobs_ended; an INSERT into `ends` appends (ids end roughly in
+// order) and sixteen ends go in one statement. A raw SQLite loop of the
+// daemon's Stream pattern (100 accepts and the previous 100 ends per
+// commit, synchronous=FULL) spent 2.9 us of CPU per job with the UPDATE and
+// 2.1 with the ends rows (docs/benchmarks.md, "Store").
+//  - ends: the final state, output, message, end time and the attempt of
+//    the start folded into the end (W7; 0 if none). A job has a row there
+//    exactly when it has ended; its jobs row then keeps what it had before
+//    the end (never read: job_view prefers the end).
+//  - ends_by_time: expire() finds ended jobs by their end time, as
+//    jobs_ended did, which goes.
+//  - job_view: a job as one row, what every read selects: the end's columns
+//    when it has one, attempt the larger of the two.
+//  - Ended jobs of an older file move their end into ends; their jobs row
+//    drops its copy of the output and message.
+constexpr const char* kStep6 = R"sql(
+CREATE TABLE ends (
+  id INTEGER PRIMARY KEY,
+  state INTEGER NOT NULL,
+  output BLOB NOT NULL,
+  message TEXT NOT NULL,
+  ended_unix_ms INTEGER NOT NULL,
+  attempt INTEGER NOT NULL
+);
+CREATE INDEX ends_by_time ON ends (ended_unix_ms);
+INSERT INTO ends (id, state, output, message, ended_unix_ms, attempt)
+  SELECT id, state, output, message, ended_unix_ms, attempt FROM jobs WHERE state >= 4;
+UPDATE jobs SET output = x'', message = '' WHERE state >= 4;
+DROP INDEX jobs_ended;
+CREATE VIEW job_view AS
+  SELECT j.id AS id, j.seq AS seq, j.handler AS handler, j.payload AS payload,
+         j.idempotency_key AS idempotency_key, j.lane AS lane, j.timeout_ms AS timeout_ms,
+         j.accepted_unix_ms AS accepted_unix_ms, j.not_before_unix_ms AS not_before_unix_ms,
+         max(j.attempt, coalesce(e.attempt, 0)) AS attempt, j.max_attempts AS max_attempts,
+         j.backoff_base_ms AS backoff_base_ms, j.backoff_cap_ms AS backoff_cap_ms,
+         coalesce(e.state, j.state) AS state, coalesce(e.output, j.output) AS output,
+         coalesce(e.message, j.message) AS message,
+         coalesce(e.ended_unix_ms, j.ended_unix_ms) AS ended_unix_ms, j.tag AS tag
+  FROM jobs j LEFT JOIN ends e ON e.id = j.id;
+)sql";
+
 constexpr const char* kStep2 = R"sql(
 CREATE TABLE attempt_messages (
   seq INTEGER PRIMARY KEY,
@@ -125,7 +169,7 @@ INSERT INTO attempt_messages (job_id, message)
 }  // namespace
 
 std::string_view schema_step_sql(int version) noexcept {
-  static_assert(kSchemaVersion == 5, "a new schema version needs its step here");
+  static_assert(kSchemaVersion == 6, "a new schema version needs its step here");
   switch (version) {
     case 1:
       return kStep1;
@@ -137,6 +181,8 @@ std::string_view schema_step_sql(int version) noexcept {
       return kStep4;
     case 5:
       return kStep5;
+    case 6:
+      return kStep6;
     default:
       return {};
   }

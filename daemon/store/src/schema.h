@@ -9,8 +9,8 @@
 
 namespace tpool::store::detail {
 
-// The columns every read of a job selects, in JobRecord's order (reader.cc
-// decodes them by position).
+// The columns every read of a job selects from job_view (a job's row and its
+// end, schema 6), in JobRecord's order (reader.cc decodes them by position).
 inline constexpr const char* kJobColumns =
     "id, handler, payload, idempotency_key, lane, timeout_ms, accepted_unix_ms, "
     "not_before_unix_ms, attempt, max_attempts, backoff_base_ms, backoff_cap_ms, state, output, "

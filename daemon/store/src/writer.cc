@@ -45,6 +45,26 @@ std::string insert_sql(std::size_t rows) {
   return sql;
 }
 
+// (W13) An INSERT of `rows` ends, Writer::bind_update's six parameters per
+// row: row r's parameter c is ?(r * 6 + c). A row whose job is not queued
+// or running (scheduled, or not in the journal) gets a NULL state, which the
+// NOT NULL constraint refuses; an end already recorded, the primary key.
+// Either way SQLite aborts the statement (ON CONFLICT ABORT, the default):
+// none of its rows stay, and the transaction goes on.
+std::string ends_sql(std::size_t rows) {
+  std::string sql =
+      "INSERT INTO ends (id, state, output, message, ended_unix_ms, attempt) "
+      "SELECT v.column1, CASE WHEN j.state IN (1, 3) THEN v.column2 END, v.column3, v.column4, "
+      "v.column5, v.column6 FROM (VALUES ";
+  int p = 1;
+  for (std::size_t r = 0; r < rows; ++r) {
+    sql += r == 0 ? "(" : ", (";
+    for (int c = 0; c < 6; ++c, ++p) sql += (c == 0 ? "?" : ", ?") + std::to_string(p);
+    sql += ")";
+  }
+  return sql + ") AS v LEFT JOIN jobs j ON j.id = v.column1";
+}
+
 }  // namespace
 
 void Writer::Delta::move(int from_state, RecordState to) noexcept {
@@ -89,18 +109,24 @@ Status Writer::prepare() {
       {&insert_jobs_, insert_sql(kInsertRows)},  // (W11)
       {&insert_label_, "INSERT INTO labels (job_id, pos, key, value) VALUES (?1, ?2, ?3, ?4)"},
       {&insert_message_, "INSERT INTO attempt_messages (job_id, message) VALUES (?1, ?2)"},
-      {&state_of_, "SELECT state FROM jobs WHERE id = ?1"},
+      {&state_of_, "SELECT state FROM job_view WHERE id = ?1"},
       {&started_, "UPDATE jobs SET state = 3, attempt = ?2 WHERE id = ?1"},
       {&retry_, "UPDATE jobs SET state = ?2, not_before_unix_ms = ?3 WHERE id = ?1"},
-      // (W7) max(): an end without a folded start binds 0 and keeps the attempt.
+      // (W7) An end without a folded start binds attempt 0; job_view shows
+      // the larger of the two attempts.
       {&ended_,
-       "UPDATE jobs SET state = ?2, output = ?3, message = ?4, ended_unix_ms = ?5, "
-       "attempt = max(attempt, ?6) WHERE id = ?1"},
-      // (W8) The same, when the job is queued or running.
-      {&started_live_, "UPDATE jobs SET state = 3, attempt = ?2 WHERE id = ?1 AND state IN (1, 3)"},
+       "INSERT INTO ends (id, state, output, message, ended_unix_ms, attempt) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+      // (W8) The same, when the job is queued or running (not scheduled, not
+      // ended: an end already there is the primary key's conflict, ignored,
+      // so no row changes and the writer takes the general path).
+      {&started_live_,
+       "UPDATE jobs SET state = 3, attempt = ?2 WHERE id = ?1 AND state IN (1, 3) "
+       "AND NOT EXISTS (SELECT 1 FROM ends WHERE id = ?1)"},
       {&ended_live_,
-       "UPDATE jobs SET state = ?2, output = ?3, message = ?4, ended_unix_ms = ?5, "
-       "attempt = max(attempt, ?6) WHERE id = ?1 AND state IN (1, 3)"},
+       "INSERT OR IGNORE INTO ends (id, state, output, message, ended_unix_ms, attempt) "
+       "SELECT ?1, ?2, ?3, ?4, ?5, ?6 FROM jobs WHERE id = ?1 AND state IN (1, 3)"},
+      {&unended_, "DELETE FROM ends WHERE id = ?1"},
       {&requeued_,
        "UPDATE jobs SET state = 1, attempt = ?2, max_attempts = ?3, output = x'', message = '', "
        "ended_unix_ms = 0 WHERE id = ?1"},
@@ -113,23 +139,28 @@ Status Writer::prepare() {
       {&next_id_,
        "UPDATE meta SET value = coalesce((SELECT max(id) FROM jobs), 0) + 1 "
        "WHERE key = 'next_id' AND value < coalesce((SELECT max(id) FROM jobs), 0) + 1"},
-      // `state >= 4` (the final states) in the partial index's own words, so
-      // SQLite uses jobs_ended (schema.cc, version 4).
+      // The ended jobs by their end time (ends_by_time, schema.cc, version
+      // 6); their ends rows go last, since the others find the jobs by them.
       {&expire_labels_,
-       "DELETE FROM labels WHERE job_id IN "
-       "(SELECT id FROM jobs WHERE state >= 4 AND ended_unix_ms <= ?1)"},
+       "DELETE FROM labels WHERE job_id IN (SELECT id FROM ends WHERE ended_unix_ms <= ?1)"},
       {&expire_messages_,
        "DELETE FROM attempt_messages WHERE job_id IN "
-       "(SELECT id FROM jobs WHERE state >= 4 AND ended_unix_ms <= ?1)"},
-      {&expire_jobs_, "DELETE FROM jobs WHERE state >= 4 AND ended_unix_ms <= ?1"},
+       "(SELECT id FROM ends WHERE ended_unix_ms <= ?1)"},
+      {&expire_jobs_,
+       "DELETE FROM jobs WHERE id IN (SELECT id FROM ends WHERE ended_unix_ms <= ?1)"},
+      {&expire_ends_, "DELETE FROM ends WHERE ended_unix_ms <= ?1"},
+  };
+  const auto lacks = [&] {
+    return Status::Corruption("the store file " + path_ + " lacks what schema version " +
+                              std::to_string(kSchemaVersion) + " has (SQLite: " + db_.errmsg() +
+                              "): restore it from a backup, or move it aside to start an "
+                              "empty journal");
   };
   for (const auto& [stmt, sql] : all) {
-    if (stmt->prepare(db_, sql) != SQLITE_OK) {
-      return Status::Corruption("the store file " + path_ + " lacks what schema version " +
-                                std::to_string(kSchemaVersion) + " has (SQLite: " + db_.errmsg() +
-                                "): restore it from a backup, or move it aside to start an "
-                                "empty journal");
-    }
+    if (stmt->prepare(db_, sql) != SQLITE_OK) return lacks();
+  }
+  for (std::size_t rows = 2; rows <= kEndRows; ++rows) {  // (W13)
+    if (ended_rows_[rows].prepare(db_, ends_sql(rows)) != SQLITE_OK) return lacks();
   }
   return Status::Ok();
 }
@@ -391,8 +422,14 @@ void Writer::apply_range(Group& g, std::size_t from, Txn& t) {
     t.open = t.rc == SQLITE_OK;
   }
   fold(g, from);  // (W7)
-  for (std::size_t i = from; t.rc == SQLITE_OK && i < g.writes.size(); ++i) {
-    t.rc = apply(g.writes[i], t.statuses[i], t.delta);
+  for (std::size_t i = from; t.rc == SQLITE_OK && i < g.writes.size();) {
+    if (const std::size_t n = end_run(g, i); n > 0) {  // (W13)
+      t.rc = apply_ends(g, i, n, t);
+      i += n;
+    } else {
+      t.rc = apply(g.writes[i], t.statuses[i], t.delta);
+      ++i;
+    }
   }
   t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -454,6 +491,66 @@ void Writer::fold(Group& g, std::size_t from) {
     }
     next[w.id] = i;
   }
+}
+
+// (W13) The length of the run of writes from g.writes[i] whose ends go in one
+// statement: ends of a final state, with only folded starts (W7) between
+// them, up to kEndRows ends, through the last end; 0 when fewer than two.
+std::size_t Writer::end_run(const Group& g, std::size_t i) {
+  std::size_t ends = 0, len = 0;
+  for (std::size_t k = i; k < g.writes.size() && ends < kEndRows; ++k) {
+    const Write& w = g.writes[k];
+    if (w.kind == Write::Kind::kStarted && w.folded) continue;
+    if (w.kind != Write::Kind::kEnded || !is_final(w.state) || w.id == 0 || w.id > kMaxId) break;
+    ++ends;
+    len = k - i + 1;
+  }
+  return ends >= 2 ? len : 0;
+}
+
+// (W13) Applies the run g.writes[i, i + n) that end_run() found: its ends in
+// one INSERT, then each end's history entry and figures as finish() does
+// for one (W8's path: the job was queued or running). If SQLite refused the
+// INSERT (some end is not a live job's first), nothing of it stayed, and
+// each write of the run is applied alone, which sorts out which.
+int Writer::apply_ends(Group& g, std::size_t i, std::size_t n, Txn& t) {
+  std::size_t ends = 0;
+  for (std::size_t k = i; k < i + n; ++k) ends += g.writes[k].kind == Write::Kind::kEnded ? 1 : 0;
+  int rc;
+  {
+    StmtScope s(ended_rows_[ends]);
+    int p = 1;
+    for (std::size_t k = i; k < i + n; ++k) {
+      const Write& w = g.writes[k];
+      if (w.kind != Write::Kind::kEnded) continue;
+      s->bind(p, static_cast<std::int64_t>(w.id));
+      s->bind(p + 1, static_cast<std::int64_t>(w.state));
+      s->bind_blob(p + 2, w.output);
+      s->bind_text(p + 3, w.message);
+      s->bind(p + 4, w.at_unix_ms);
+      s->bind(p + 5, w.attempt);  // (W7)
+      p += 6;
+    }
+    rc = s->step();
+  }
+  if (rc == SQLITE_DONE) {
+    for (std::size_t k = i; k < i + n; ++k) {
+      Write& w = g.writes[k];
+      if (w.kind != Write::Kind::kEnded) {
+        ++t.delta.records;  // a folded start, as apply() counts it
+        continue;
+      }
+      rc = finish(w, static_cast<int>(RecordState::kQueued), w.state, t.delta);
+      if (rc != SQLITE_OK) return rc;
+    }
+    return SQLITE_OK;
+  }
+  if (!is_constraint(rc)) return rc;
+  for (std::size_t k = i; k < i + n; ++k) {
+    rc = apply(g.writes[k], t.statuses[k], t.delta);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
 }
 
 int Writer::state_of(std::uint64_t id, int& state) {
@@ -609,10 +706,15 @@ int Writer::apply(Write& w, Status& own, Delta& d) {
       del->bind(1, w.at_unix_ms);
       if (del->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
     }
-    StmtScope del(expire_jobs_);
+    {
+      StmtScope del(expire_jobs_);
+      del->bind(1, w.at_unix_ms);
+      if (del->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+      d.expired += static_cast<std::uint64_t>(sqlite3_changes64(db_.get()));
+    }
+    StmtScope del(expire_ends_);
     del->bind(1, w.at_unix_ms);
     if (del->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
-    d.expired += static_cast<std::uint64_t>(sqlite3_changes64(db_.get()));
     ++d.records;
     return SQLITE_OK;
   }
@@ -623,7 +725,7 @@ int Writer::apply(Write& w, Status& own, Delta& d) {
   }
   if (w.id <= kMaxId &&
       (w.kind == Write::Kind::kStarted || (w.kind == Write::Kind::kEnded && is_final(w.state)))) {
-    // (W8) The job is queued or running: one UPDATE, no read.
+    // (W8) The job is queued or running: one statement, no read.
     StmtScope s(w.kind == Write::Kind::kStarted ? started_live_ : ended_live_);
     bind_update(*s, w);
     if (s->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
@@ -676,6 +778,11 @@ int Writer::apply(Write& w, Status& own, Delta& d) {
       }
       to = RecordState::kQueued;
       update = &requeued_;
+      {
+        StmtScope u(unended_);  // its end goes; its history stays
+        u->bind(1, static_cast<std::int64_t>(w.id));
+        if (u->step() != SQLITE_DONE) return sqlite3_errcode(db_.get());
+      }
       break;
     case Write::Kind::kAccepted:
     case Write::Kind::kExpire:
@@ -691,7 +798,7 @@ int Writer::apply(Write& w, Status& own, Delta& d) {
   return finish(w, from, to, d);
 }
 
-// Binds a start's, retry's, end's or requeue's UPDATE (the general one or
+// Binds a start's, retry's, end's or requeue's statement (the general one or
 // its W8 twin: the same parameters).
 void Writer::bind_update(Stmt& s, const Write& w) {
   s.bind(1, static_cast<std::int64_t>(w.id));
@@ -720,8 +827,8 @@ void Writer::bind_update(Stmt& s, const Write& w) {
   }
 }
 
-// After a lifecycle write's UPDATE: its message into the job's history, its
-// move into the figures.
+// After a lifecycle write's statement: its message into the job's history,
+// its move into the figures.
 int Writer::finish(const Write& w, int from, RecordState to, Delta& d) {
   // The attempt's message joins the job's history (J: attempt_messages); an
   // end with none adds nothing (W8). A retry's row is kept even if empty: it

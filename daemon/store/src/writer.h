@@ -40,18 +40,21 @@
 //       (durable.cc, D3: a crash replays the job, at-least-once).
 //  (W7) Folding: a job's start and its end in one group (the common case: a
 //       short job's two records ride the same commit, W6) are applied as one
-//       UPDATE, the end's, which also sets the start's attempt; the start is
-//       skipped. Only when nothing else of that job (a retry, a requeue,
-//       another start) lies between them in the group. The group is one
-//       transaction, so the file after its commit is the same as with both
-//       applied; the figures too (the start changes neither pending nor
+//       write, the end's row in `ends`, which also carries the start's
+//       attempt (job_view shows the larger of the job's and the end's); the
+//       start is skipped. Only when nothing else of that job (a retry, a
+//       requeue, another start) lies between them in the group. The group is
+//       one transaction, so the file after its commit reads the same as with
+//       both applied; the figures too (the start changes neither pending nor
 //       scheduled: running is as pending as queued).
-//  (W8) A start or an end first tries the UPDATE that assumes the job is
-//       queued or running (`... AND state IN (1, 3)`), the common case; only
-//       when it changes no row does the writer read the job's state (unknown,
-//       ended, or scheduled) and take the general path. An end with an empty
-//       message adds no row to attempt_messages (a history entry that says
-//       nothing; the engine's own history of a job has none either).
+//  (W8) A start or an end first tries the statement that assumes the job is
+//       queued or running (`... state IN (1, 3)`, and for a start no end
+//       recorded; for an end, an end already there is ignored), the common
+//       case; only when it changes no row does the writer read the job's
+//       state (unknown, ended, or scheduled: job_view) and take the general
+//       path. An end with an empty message adds no row to attempt_messages
+//       (a history entry that says nothing; the engine's own history of a
+//       job has none either).
 //  (W9) append() wakes the writer only when its write can end one of the
 //       writer's waits: the writer waits for work (idle_, not while it
 //       settles after a commit: W12) and the queue was empty; or the write
@@ -68,7 +71,7 @@
 //       write that ends the linger then finds the transaction holding the
 //       others' work and pays only for its own and the fsync: a Stream's
 //       accept no longer waits for the previous message's hundred end
-//       records' UPDATEs. Still one transaction per group (J2), in ticket
+//       records. Still one transaction per group (J2), in ticket
 //       order (W2), max_batch records at most; an error while applying fails
 //       the whole group as before (J5) and ends the pre-applying. A
 //       CommitSample's seconds count the time spent applying and
@@ -94,6 +97,18 @@
 //       idle_ (W9). One timed wake-up per burst of traffic, against a futex
 //       wake and a context switch per job that the start record cost.
 //
+//  (W13) Ends in a row go together (schema 6: an end is a row of `ends`,
+//       not an UPDATE of the job's row): a run of ends of a final state,
+//       with only folded starts (W7) between them, goes into `ends` in one
+//       INSERT of up to kEndRows rows, each row checked by a join with jobs
+//       (queued or running, as W8's statement). A row that fails the check
+//       (an unknown or scheduled job: its state comes out NULL) or that is
+//       already there (the primary key) makes SQLite abort the statement,
+//       which undoes all of its rows and leaves the transaction open; the
+//       run is then applied write by write (W8 and the general path), which
+//       names the refused ones as before. Ends of different jobs commute, so
+//       inserting a run's rows before their history entries changes nothing
+//       a reader can see; a job's own writes keep their order (W2).
 // The wake is a plain condition variable: the writer waits on work_cv_ with
 // mu_ held until the queue is not empty or stop() was called; append() pushes
 // and notifies under the same mutex, so a push between the writer's check and
@@ -153,6 +168,8 @@ class Writer {
   // raw SQLite loop: 10 rows save most of it, 25 little more); 16 x 18
   // parameters stay far below SQLite's limit (32,766).
   static constexpr std::size_t kInsertRows = 16;
+  // (W13) Ends per INSERT at most: as kInsertRows (6 parameters a row).
+  static constexpr std::size_t kEndRows = 16;
 
   // next_seq: one more than the largest seq in the file; pending/scheduled:
   // the counts in it (for stats()).
@@ -219,6 +236,8 @@ class Writer {
   static void fold(Group& g, std::size_t from);  // (W7)
   int apply(Write& w, Status& own, Delta& d);
   int apply_accepted(Write& w, Status& own, Delta& d);
+  static std::size_t end_run(const Group& g, std::size_t i);  // (W13)
+  int apply_ends(Group& g, std::size_t i, std::size_t n, Txn& t);
   int insert_rows(Stmt& stmt, const JobRecord* rs, std::size_t n);  // (W11)
   int insert_extras(const JobRecord& r);  // its labels and attempt messages
   void bind_job(Stmt& s, int first, const JobRecord& r);
@@ -239,7 +258,9 @@ class Writer {
   Stmt insert_job_, insert_jobs_, insert_label_, insert_message_, state_of_;
   Stmt started_, retry_, ended_, requeued_, next_id_;
   Stmt started_live_, ended_live_;  // (W8)
-  Stmt expire_labels_, expire_messages_, expire_jobs_;
+  Stmt unended_;
+  Stmt ended_rows_[kEndRows + 1];  // (W13) [n]: n ends; 0 and 1 unused
+  Stmt expire_labels_, expire_messages_, expire_jobs_, expire_ends_;
   std::int64_t next_seq_;
 
   mutable Mutex mu_;

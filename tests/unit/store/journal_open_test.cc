@@ -204,19 +204,22 @@ TEST(JournalOpen, AVersion1FileIsMigratedWithItsRowsIntact) {
     ASSERT_TRUE(j->flush().ok());
     ASSERT_TRUE(j->get(1));
     EXPECT_EQ(j->get(1)->attempt_messages, std::vector<std::string>{"ok"});
-    j->expire(1'000'000);  // both ended jobs, by the version 4 index
+    j->expire(1'000'000);  // both ended jobs, by the version 6 index
     ASSERT_TRUE(j->flush().ok());
     EXPECT_EQ(j->stats().expired, 2u);
     EXPECT_EQ(ids_of(j->list(ListFilter{})), std::vector<std::uint64_t>{12});
   }
   RawDb raw(o.path, SQLITE_OPEN_READONLY);
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), kSchemaVersion);
-  // Version 4 replaced version 2's index of every job with one of the ended.
+  // Version 4 replaced version 2's index of every job with one of the ended,
+  // which version 6 replaced with the index of `ends`.
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_by_state_ended'"),
             0);
-  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_ended'"), 1);
-  // Both ended jobs were indexed by it before expire() took them: none left.
-  EXPECT_EQ(raw.query_int("SELECT count(*) FROM jobs INDEXED BY jobs_ended WHERE state >= 4"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_ended'"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'ends_by_time'"), 1);
+  // Both ended jobs were found by it: nothing of them is left.
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM ends"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempt_messages"), 0);
 }
 
 // A version 4 file (the last one with the index on jobs (seq)): three pending
@@ -264,6 +267,86 @@ TEST(JournalOpen, AVersion4FileIsMigratedAndRecoveryStillFollowsAcceptanceOrder)
   auto j = open_ok(o);
   ASSERT_TRUE(j);
   EXPECT_EQ(ids_of(j->recovered()), (std::vector<std::uint64_t>{8, 9, 7, 11}));
+}
+
+// A version 5 file (the last one whose ends were columns of jobs): a queued
+// job, a running one, a succeeded one with its history and a failed one with
+// labels. After the migration each ended job's end is its row in `ends`
+// (read back whole, attempt included), the pending ones replay as before,
+// and the new layout works: a requeue takes the end away, a new end and
+// expire() find it by the new index.
+TEST(JournalOpen, AVersion5FileIsMigratedWithItsEndsInTheirOwnTable) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  {
+    RawDb raw(o.path);
+    raw.exec("BEGIN");
+    for (int v = 1; v <= 5; ++v) raw.exec(std::string(schema_step_sql(v)));
+    // id, seq, handler, payload, key, lane, timeout_ms, accepted, not_before,
+    // attempt, max_attempts, backoff base, cap, state, output, message,
+    // ended_unix_ms, tag
+    raw.exec(
+        "INSERT INTO jobs VALUES (1, 1, 'echo', x'01', '', 0, 0, 1000, 0, 0, 1, 0, 0, 1, x'', '', "
+        "0, 0);"
+        "INSERT INTO jobs VALUES (2, 2, 'echo', x'02', '', 0, 0, 1000, 0, 1, 1, 0, 0, 3, x'', '', "
+        "0, 0);"
+        "INSERT INTO jobs VALUES (3, 3, 'echo', x'03', 'k3', 0, 0, 1000, 0, 2, 3, 0, 0, 4, "
+        "x'6f33', "
+        "'done', 2000, 7);"
+        "INSERT INTO jobs VALUES (4, 4, 'echo', x'04', '', 0, 0, 1000, 0, 1, 1, 0, 0, 5, x'', "
+        "'it broke', 2500, 0);"
+        "INSERT INTO attempt_messages (job_id, message) VALUES (3, 'flaked'), (3, 'done'), "
+        "(4, 'it broke');"
+        "INSERT INTO labels VALUES (4, 0, 'team', 'red');"
+        "UPDATE meta SET value = 5 WHERE key = 'next_id';");
+    raw.exec("PRAGMA user_version = 5; COMMIT;");
+  }
+  {
+    auto j = open_ok(o);
+    ASSERT_TRUE(j);
+    EXPECT_EQ(ids_of(j->recovered()), (std::vector<std::uint64_t>{1, 2}));
+    EXPECT_EQ(j->stats().pending, 2u);
+    auto r3 = j->get(3);
+    ASSERT_TRUE(r3);
+    EXPECT_EQ(r3->state, RecordState::kSucceeded);
+    EXPECT_EQ(r3->attempt, 2u);
+    EXPECT_EQ(r3->output, "o3");
+    EXPECT_EQ(r3->message, "done");
+    EXPECT_EQ(r3->ended_unix_ms, 2000);
+    EXPECT_EQ(r3->tag, 7u);
+    EXPECT_EQ(r3->attempt_messages, (std::vector<std::string>{"flaked", "done"}));
+    EXPECT_EQ(j->find_key("k3")->id, 3u);
+    auto r4 = j->get(4);
+    ASSERT_TRUE(r4);
+    EXPECT_EQ(r4->state, RecordState::kFailed);
+    EXPECT_EQ(r4->message, "it broke");
+    ListFilter failed;
+    failed.states = {RecordState::kFailed};
+    EXPECT_EQ(ids_of(j->list(failed)), std::vector<std::uint64_t>{4});
+
+    j->append_requeued(3, 0, 3, {});
+    ASSERT_TRUE(j->flush().ok());
+    EXPECT_EQ(j->get(3)->state, RecordState::kQueued);
+    EXPECT_EQ(j->get(3)->output, "");
+    EXPECT_EQ(j->stats().pending, 3u);
+    j->append_started(3, 1);
+    j->append_ended(3, RecordState::kSucceeded, "again", "", 5000);
+    ASSERT_TRUE(j->flush().ok());
+    EXPECT_EQ(j->get(3)->output, "again");
+    EXPECT_EQ(j->get(3)->attempt, 1u);
+    j->expire(3000 + o.retention.count());  // 4 (ended at 2500), not 3 (5000)
+    ASSERT_TRUE(j->flush().ok());
+    EXPECT_EQ(j->stats().expired, 1u);
+    EXPECT_FALSE(j->get(4));
+    EXPECT_TRUE(j->get(3));
+  }
+  RawDb raw(o.path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.query_int("PRAGMA user_version"), kSchemaVersion);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_ended'"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM ends"), 1);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM jobs WHERE output <> x'' OR message <> ''"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM labels"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempt_messages WHERE job_id = 4"), 0);
 }
 
 // The migration is one transaction: a step that fails leaves version 1.

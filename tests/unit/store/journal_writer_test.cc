@@ -356,6 +356,96 @@ TEST(JournalWriter, StartsFoldIntoTheirEndsAndScheduledJobsTakeTheGeneralPath) {
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempt_messages WHERE job_id = 7"), 1);
 }
 
+// (W13) Ends in a row go into `ends` in one INSERT (sixteen at most); when one
+// of them is not a live job's first end (an unknown job, one that had ended,
+// the same job twice, a scheduled job), SQLite refuses the whole statement
+// and each end is applied alone: the outcome is what ends one at a time give,
+// the refused ones named, the figures right.
+TEST(JournalWriter, EndsInARowAreRecordedTogetherOrSortedOutOneByOne) {
+  TempDir dir;
+  const auto o = options_for(dir.file("jobs.db"));
+  auto j = open_ok(o);
+  ASSERT_TRUE(j);
+  std::vector<JobRecord> jobs;
+  for (std::uint64_t id = 1; id <= 39; ++id) jobs.push_back(make_job(id));
+  jobs.push_back(make_job(40, RecordState::kScheduled));
+  j->append_accepted(std::move(jobs), {});
+  j->append_ended(30, RecordState::kFailed, "", "ended first", 900);
+  ASSERT_TRUE(j->flush().ok());
+
+  WriterGate gate;
+  gate.hold(*j, 100);
+  // Twenty ends of live jobs, each after its start (folded, W7): 16 + 4.
+  for (std::uint64_t id = 1; id <= 20; ++id) {
+    j->append_started(id, 1);
+    j->append_ended(id, RecordState::kSucceeded, "out " + std::to_string(id),
+                    id % 2 == 0 ? "even " + std::to_string(id) : "", 1000 + id);
+  }
+  // Runs that SQLite refuses, each end then applied alone: one for each
+  // reason, split by a start of a job that is still running (24, 25, 26).
+  Statuses st(9);
+  j->append_ended(21, RecordState::kSucceeded, "o21", "", 2001, st.slot(0));
+  j->append_ended(999, RecordState::kSucceeded, "", "", 2002, st.slot(1));  // unknown
+  j->append_started(24, 1);
+  j->append_ended(30, RecordState::kSucceeded, "", "", 2003, st.slot(2));  // had ended
+  j->append_ended(22, RecordState::kCancelled, "", "m22", 2004, st.slot(3));
+  j->append_started(25, 1);
+  j->append_ended(23, RecordState::kTimedOut, "o23", "", 2005, st.slot(4));
+  j->append_ended(23, RecordState::kSucceeded, "", "", 2006, st.slot(5));  // twice
+  j->append_started(26, 1);
+  j->append_ended(40, RecordState::kCancelled, "", "m40", 2007, st.slot(6));  // scheduled
+  j->append_ended(27, RecordState::kSucceeded, "", "", 2008, st.slot(7));
+  j->append_ended(28, RecordState::kSucceeded, "", "", 2009, st.slot(8));
+  gate.open();
+  EXPECT_EQ(j->flush().code(), StatusCode::kInvalidArgument);
+
+  for (std::uint64_t id = 1; id <= 20; ++id) {
+    auto r = j->get(id);
+    ASSERT_TRUE(r) << id;
+    EXPECT_EQ(r->state, RecordState::kSucceeded) << id;
+    EXPECT_EQ(r->attempt, 1u) << id;
+    EXPECT_EQ(r->output, "out " + std::to_string(id));
+    EXPECT_EQ(r->ended_unix_ms, static_cast<std::int64_t>(1000 + id));
+    EXPECT_EQ(r->attempt_messages,
+              id % 2 == 0 ? std::vector<std::string>{r->message} : std::vector<std::string>{})
+        << id;
+    EXPECT_EQ(r->message, id % 2 == 0 ? "even " + std::to_string(id) : "") << id;
+  }
+  for (const std::size_t ok : {0, 3, 4, 6, 7, 8}) {
+    EXPECT_TRUE(st.at(ok).ok()) << ok << ": " << st.at(ok).to_string();
+  }
+  EXPECT_NE(st.at(1).message().find("no such job"), std::string::npos) << st.at(1).to_string();
+  EXPECT_NE(st.at(2).message().find("already ended (failed)"), std::string::npos)
+      << st.at(2).to_string();
+  EXPECT_NE(st.at(5).message().find("already ended (timed out)"), std::string::npos)
+      << st.at(5).to_string();
+  EXPECT_EQ(j->get(21)->output, "o21");
+  EXPECT_EQ(j->get(22)->state, RecordState::kCancelled);
+  EXPECT_EQ(j->get(22)->attempt_messages, std::vector<std::string>{"m22"});
+  EXPECT_EQ(j->get(23)->state, RecordState::kTimedOut);
+  EXPECT_EQ(j->get(23)->output, "o23");
+  EXPECT_EQ(j->get(24)->state, RecordState::kRunning);
+  EXPECT_EQ(j->get(30)->attempt_messages, std::vector<std::string>{"ended first"});
+  EXPECT_EQ(j->get(40)->state, RecordState::kCancelled);
+  EXPECT_EQ(j->get(40)->attempt_messages, std::vector<std::string>{"m40"});
+  EXPECT_EQ(j->get(28)->state, RecordState::kSucceeded);
+  EXPECT_FALSE(j->get(999));
+  // A start after the end is dropped (W8: the end wins), even though the
+  // job's own row still says queued.
+  j->append_started(21, 5);
+  ASSERT_TRUE(j->flush().ok());
+  EXPECT_EQ(j->get(21)->state, RecordState::kSucceeded);
+  EXPECT_EQ(j->get(21)->attempt, 0u);
+  // 40 accepted, 27 ended (30 before; 1-23, 27, 28 and 40 now), and the
+  // gate's job.
+  EXPECT_EQ(j->stats().pending, 14u);
+  EXPECT_EQ(j->stats().scheduled, 0u);
+  j.reset();
+  RawDb raw(o.path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM ends"), 27);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM ends WHERE id NOT IN (SELECT id FROM jobs)"), 0);
+}
+
 // (J5) A transaction that fails is rolled back whole, every write in it gets
 // the error (naming the file), healthy() is false until a commit succeeds,
 // and the journal keeps working.

@@ -234,7 +234,7 @@ class Journal {
 inline constexpr std::uint32_t kIncarnationMask = (std::uint32_t{1} << 23) - 1;
 
 // The schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // The SQL that takes a file from schema version - 1 to version (1: the first
 // schema, from an empty file), for 1 <= version <= kSchemaVersion; empty

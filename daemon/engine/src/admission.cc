@@ -186,7 +186,7 @@ struct Engine::Admission {
       }
     }
     if (first == nullptr) return true;
-    if (first->spec_.handler != spec.handler ||
+    if (first->handler_name() != spec.handler ||
         first->payload_hash() != std::hash<std::string_view>{}(spec.payload)) {
       refuse(i, e.rejected_conflict_, conflict_error(spec.idempotency_key, first->id()));
       return false;
@@ -583,8 +583,7 @@ JobPtr Engine::make_job(JobSpec&& spec, plugin_host::HandlerRef handler, Lane la
   auto job = JobPtr::make(
       *this, id, std::move(spec), std::move(handler), lane, durable ? nullptr : group_cancel,
       done != nullptr ? std::make_pair(done, user) : std::pair<DoneFn, void*>{nullptr, nullptr},
-      accepted);
-  job->counters_ = &counters;
+      accepted, &counters);
   job->retained_ = retain;
   job->durable_ = durable;
   return job;

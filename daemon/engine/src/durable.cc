@@ -109,23 +109,22 @@ namespace {
 constexpr std::chrono::milliseconds kFullDiskRetryAfter{1000};
 
 store::JobRecord accept_record(const Job& job, std::int64_t now_ms) {
-  const JobSpecCore& spec = job.spec();
   store::JobRecord r;
   r.id = job.id();
-  r.handler = spec.handler;
-  r.payload = spec.payload;
+  r.handler = job.handler_name();
+  r.payload = job.payload();
   r.idempotency_key = job.idempotency_key();
   r.labels = job.labels();
-  r.lane = static_cast<std::uint32_t>(spec.lane);
-  r.timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, spec.timeout.count()));
+  r.lane = static_cast<std::uint32_t>(job.requested_lane());
+  r.timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, job.timeout().count()));
   r.accepted_unix_ms = now_ms;
-  r.max_attempts = std::max<std::uint32_t>(1, spec.max_attempts);
-  r.backoff_base_ms = static_cast<std::uint32_t>(spec.backoff_base.count());
-  r.backoff_cap_ms = static_cast<std::uint32_t>(spec.backoff_cap.count());
-  r.tag = spec.tag;
-  if (spec.delay.count() > 0) {
+  r.max_attempts = std::max<std::uint32_t>(1, job.max_attempts());
+  r.backoff_base_ms = static_cast<std::uint32_t>(job.backoff_base().count());
+  r.backoff_cap_ms = static_cast<std::uint32_t>(job.backoff_cap().count());
+  r.tag = job.tag();
+  if (job.delay().count() > 0) {
     r.state = store::RecordState::kScheduled;
-    r.not_before_unix_ms = now_ms + spec.delay.count();
+    r.not_before_unix_ms = now_ms + job.delay().count();
   }
   return r;
 }
@@ -310,7 +309,6 @@ JobPtr Engine::job_from_record(const store::JobRecord& r) {
   JobSpec spec = spec_from_record(r);
   auto job =
       JobPtr::make(*this, r.id, std::move(spec), host_.find(r.handler), Lane::kDefault, nullptr);
-  job->counters_ = &counters_for(r.handler);
   job->rare().recorded_accepted_unix_ms = r.accepted_unix_ms;
   // It neither waited nor ran in this process: its wait and run times are 0
   // (the journal keeps when it was accepted and ended, not how long it ran).
@@ -385,7 +383,6 @@ std::size_t Engine::recover() {
     }
     const Lane lane = lane_of(spec.lane, handler);
     auto job = JobPtr::make(*this, r.id, std::move(spec), std::move(handler), lane, nullptr);
-    job->counters_ = &counters_for(r.handler);
     job->retained_ = true;
     job->durable_ = true;
     job->rare().recorded_accepted_unix_ms = r.accepted_unix_ms;

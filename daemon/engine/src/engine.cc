@@ -24,6 +24,10 @@
 //       a handler still inside cancel_grace after its job was told to stop
 //       is counted once in ignored_cancellation. A queued job is not in the
 //       set: it ends when the pool dequeues it (its token) or cancels it.
+//       When the thread first saw a job told to stop is kept by job id in
+//       stop_seen_ (under enforce_mu_, which only that thread and running()
+//       take), not in every Job; an entry goes at the first pass that no
+//       longer finds its job in the set (ids are never reused).
 //  (E6) Retries (scheduler.h): a worker whose attempt failed retryably with
 //       attempts left moves the job RUNNING -> SCHEDULED (Job::reschedule,
 //       under the job's mu_ like every finisher, so the deadline thread's
@@ -77,7 +81,7 @@ struct JobTask {
   static void run(void* ctx) {
     Job& job = *static_cast<Job*>(ctx);
     JobPtr self = job.task_reference();
-    Engine& e = job.engine_;
+    Engine& e = job.engine();
     if (job.transition(JobState::kQueued, JobState::kRunning)) {
       JobPtr next = job.take_batch_next();  // this worker moved it out of QUEUED
       const std::size_t limit = next ? e.host_.batch_limit(job.handler_) : 1;
@@ -94,7 +98,7 @@ struct JobTask {
 
   // The job is RUNNING (this worker's CAS): its attempt starts at `now`.
   static void start(Job& job, const JobPtr& self, Job::Clock::time_point now) {
-    Engine& e = job.engine_;
+    Engine& e = job.engine();
     job.started_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     job.attempt_.fetch_add(1, std::memory_order_relaxed);  // this attempt's number
     if (job.durable_) e.journal_started(job);              // (D3)
@@ -102,7 +106,7 @@ struct JobTask {
   }
 
   static void end_attempt(const JobPtr& self, bool again) {
-    Engine& e = self->engine_;
+    Engine& e = self->engine();
     e.leave_running(*self);
     // (E6) Handed to the scheduler only after leaving the running set, so
     // the next attempt (on any worker) never shares it with this one.
@@ -140,11 +144,11 @@ struct JobTask {
         end_attempt(jobs[i], false);
         continue;
       }
-      calls.push_back({job.spec_.payload, &job});
+      calls.push_back({job.payload(), &job});
       of_call.push_back(i);
     }
     if (calls.empty()) return;
-    Engine& e = jobs.front()->engine_;
+    Engine& e = jobs.front()->engine();
     std::vector<bool> ended(calls.size(), false);
     auto done = [&](std::size_t k, InvokeResult&& r) {
       ended[k] = true;
@@ -170,7 +174,7 @@ struct JobTask {
   static void cancelled(void* ctx) {
     Job& job = *static_cast<Job*>(ctx);
     JobPtr self = job.task_reference();
-    Engine& e = job.engine_;
+    Engine& e = job.engine();
     if (end_unstarted(job, JobState::kQueued)) job.handler_ = {};  // ended here (handler_)
     release(e);
   }
@@ -192,8 +196,8 @@ struct JobTask {
     }
     InvokeResult r;
     try {
-      ThreadJobScope on_thread(job.spec_.handler, job.id_);  // for a crash report (T1)
-      r = job.engine_.host_.invoke(job.handler_, job.spec_.payload, job);
+      ThreadJobScope on_thread(job.handler_name(), job.id_);  // for a crash report (T1)
+      r = job.engine().host_.invoke(job.handler_, job.payload(), job);
     } catch (const std::exception& ex) {  // bad_alloc building the result
       r.code = JobCode::kInternal;
       r.message = std::string("the daemon failed while running the handler: ") + ex.what();
@@ -209,13 +213,12 @@ struct JobTask {
       return false;
     }
     const std::uint32_t attempt = job.attempts();
-    const bool may_retry = job.spec_.max_attempts > 1;
+    const bool may_retry = job.max_attempts_ > 1;
     if (!r.ok() && may_retry && r.message.empty()) r.message = failure_sentence(job, r);
     // (E6) A retryable failure with attempts left, not cancelled, not past
     // its deadline, not draining: the job waits for its next attempt.
-    if (!r.ok() && may_retry && plugin_host::is_retryable(r.code) &&
-        attempt < job.spec_.max_attempts && !job.is_cancelled() && !job.deadline_passed() &&
-        !job.engine_.draining()) {
+    if (!r.ok() && may_retry && plugin_host::is_retryable(r.code) && attempt < job.max_attempts_ &&
+        !job.is_cancelled() && !job.deadline_passed() && !job.engine().draining()) {
       return job.reschedule("attempt " + std::to_string(attempt) + ": " + r.message);
     }
     JobState to = JobState::kSucceeded;
@@ -238,13 +241,13 @@ struct JobTask {
           job.extras_locked().attempt_messages.push_back("attempt " + std::to_string(attempt) +
                                                          ": " + r.message);
         }
-        const char* why = attempt >= job.spec_.max_attempts ? ""
+        const char* why = attempt >= job.max_attempts_ ? ""
                           : !plugin_host::is_retryable(r.code)
                               ? "; not retried: the handler said the failure is permanent"
-                          : job.engine_.draining() ? "; not retried: tpoold is draining"
-                                                   : "";
+                          : job.engine().draining() ? "; not retried: tpoold is draining"
+                                                    : "";
         r.message += " (attempt " + std::to_string(attempt) + " of " +
-                     std::to_string(job.spec_.max_attempts) + why + ")";
+                     std::to_string(job.max_attempts_) + why + ")";
       }
     }
     // A succeeded job's input is no longer needed. An ended one keeps it
@@ -252,13 +255,14 @@ struct JobTask {
     // thread (inv 5) or wrote a failure, and touches it no more.
     if (job.finish(JobState::kRunning, to, std::move(r.output), std::move(r.message)) &&
         to == JobState::kSucceeded) {
-      std::string{}.swap(job.spec_.payload);
+      job.payload_.release(job.payload_size_);
+      job.payload_size_ = 0;
     }
     return false;
   }
 
   static std::string failure_sentence(const Job& job, const InvokeResult& r) {
-    return "handler " + job.spec_.handler + " failed with " +
+    return "handler " + job.handler_name() + " failed with " +
            std::string(plugin_host::to_string(r.code)) +
            (r.plugin_status != 0 ? " (status " + std::to_string(r.plugin_status) + ")"
                                  : std::string());
@@ -364,7 +368,11 @@ Engine::Clock::time_point Engine::now() const noexcept {
 HandlerCounters& Engine::counters_for(const std::string& handler) {
   MutexLock lock(counters_mu_);
   auto& slot = counters_[handler];
-  if (!slot) slot = std::make_unique<HandlerCounters>();
+  if (!slot) {
+    slot = std::make_unique<HandlerCounters>();
+    slot->name = handler;
+    slot->engine = this;
+  }
   return *slot;
 }
 
@@ -442,7 +450,7 @@ void Engine::schedule_retry(const JobPtr& job) {
     u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   }
   Clock::time_point due =
-      now() + backoff_delay(job->spec_.backoff_base, job->spec_.backoff_cap, job->attempts(), u);
+      now() + backoff_delay(job->backoff_base(), job->backoff_cap(), job->attempts(), u);
   if (job->durable_) journal_retry(*job, due);  // (D3) before the scheduler may queue it
   if (!scheduler_->add(job, due)) {             // (K4) draining
     job->end_scheduled(JobState::kCancelled,

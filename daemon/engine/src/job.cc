@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string_view>
 #include <thread>
 
@@ -40,12 +41,21 @@ std::int64_t now_ns() noexcept {
 }
 }  // namespace
 
+namespace {
+// The request's 32-bit milliseconds (Job's fields): every source fits
+// (job.h), so the clamp only guards against a caller of the engine's own.
+std::uint32_t ms32(std::chrono::milliseconds v) noexcept {
+  return static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(v.count(), 0, std::numeric_limits<std::uint32_t>::max()));
+}
+}  // namespace
+
 Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
          const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter,
-         Clock::time_point accepted)
-    : engine_(engine),
-      id_(id),
-      spec_(std::move(static_cast<JobSpecCore&>(spec))),
+         Clock::time_point accepted, HandlerCounters* counters)
+    : id_(id),
+      tag_(spec.tag),
+      timeout_(spec.timeout),
       rare_(spec.idempotency_key.empty() && spec.labels.empty()
                 ? nullptr
                 : std::make_unique<Rare>(
@@ -54,11 +64,59 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
       group_cancel_(group_cancel),
       accepted_(accepted),
       first_waiter_(first_waiter),
-      lane_(lane) {
-  if (spec_.deadline != Clock::time_point::max()) token_.set_deadline(spec_.deadline);
+      counters_(counters != nullptr ? counters : &engine.counters_for(spec.handler)),
+      max_attempts_(spec.max_attempts),
+      backoff_base_ms_(ms32(spec.backoff_base)),
+      backoff_cap_ms_(ms32(spec.backoff_cap)),
+      delay_ms_(ms32(spec.delay)),
+      lane_(lane),
+      requested_lane_(spec.lane),
+      retain_requested_(spec.retain),
+      durable_requested_(spec.durable) {
+  payload_.assign(spec.payload);
+  payload_size_ = static_cast<std::uint32_t>(spec.payload.size());  // under max_payload_bytes
+  if (spec.deadline != Clock::time_point::max()) token_.set_deadline(spec.deadline);
   if (rare_ && !rare_->idempotency_key.empty()) {
-    rare_->payload_hash = std::hash<std::string_view>{}(spec_.payload);
+    rare_->payload_hash = std::hash<std::string_view>{}(payload());
   }
+}
+
+Job::~Job() {
+  payload_.release(payload_size_);
+}
+
+void Job::PayloadBytes::assign(std::string_view v) {
+  if (v.size() <= kInline) {
+    if (!v.empty()) std::memcpy(inline_, v.data(), v.size());
+    return;
+  }
+  heap_ = new char[v.size()];
+  std::memcpy(heap_, v.data(), v.size());
+}
+
+const std::string& Job::handler_name() const noexcept {
+  return counters_->name;
+}
+
+Job::Clock::time_point Job::deadline() const noexcept {
+  return token_.deadline();
+}
+
+JobSpecCore Job::request() const {
+  JobSpecCore r;
+  r.handler = handler_name();
+  r.payload = payload();
+  r.deadline = deadline();
+  r.tag = tag_;
+  r.backoff_base = backoff_base();
+  r.backoff_cap = backoff_cap();
+  r.delay = delay();
+  r.timeout = timeout_;
+  r.max_attempts = max_attempts_;
+  r.lane = requested_lane_;
+  r.retain = retain_requested_;
+  r.durable = durable_requested_;
+  return r;
 }
 
 const std::string& Job::idempotency_key() const noexcept {
@@ -73,7 +131,7 @@ const Labels& Job::labels() const noexcept {
 
 JobSpec Job::take_spec() noexcept {
   JobSpec out;
-  static_cast<JobSpecCore&>(out) = std::move(spec_);
+  static_cast<JobSpecCore&>(out) = request();
   if (rare_) {
     out.idempotency_key = std::move(rare_->idempotency_key);
     out.labels = std::move(rare_->labels);
@@ -137,7 +195,7 @@ bool Job::finish(JobState from, JobState to, std::string_view output, std::strin
     // RUNNING: the worker that started the job took the link itself.
     if (from != JobState::kRunning) unlinked = take_batch_next();
   }
-  engine_.on_job_final(*this);
+  engine().on_job_final(*this);
   if (first.first != nullptr) first.first(first.second, *this);
   for (auto& [fn, user] : more) fn(user, *this);
   return true;
@@ -209,18 +267,18 @@ std::string Job::scheduled_message(bool deadline) const {
     WordLock lock(mu_);
     if (extras_ && !extras_->attempt_messages.empty()) last = extras_->attempt_messages.back();
   }
-  return "job " + std::to_string(id_) + " (" + spec_.handler + ") " +
+  return "job " + std::to_string(id_) + " (" + handler_name() + ") " +
          (deadline ? "timed out" : "was cancelled") + " while waiting to retry after attempt " +
-         std::to_string(done) + " of " + std::to_string(spec_.max_attempts) + " failed: " + last;
+         std::to_string(done) + " of " + std::to_string(max_attempts_) + " failed: " + last;
 }
 
 std::string Job::unstarted_message(bool deadline) const {
   if (deadline) {
-    return "job " + std::to_string(id_) + " (" + spec_.handler +
+    return "job " + std::to_string(id_) + " (" + handler_name() +
            ") timed out while queued, before its handler started; raise its timeout or the "
            "call's deadline, or submit less at once";
   }
-  return "job " + std::to_string(id_) + " (" + spec_.handler +
+  return "job " + std::to_string(id_) + " (" + handler_name() +
          ") was cancelled before its handler started (a cancel request, the caller went away, "
          "or tpoold shut down)";
 }
@@ -272,7 +330,7 @@ std::size_t Job::retained_bytes() const noexcept {
   // A job that did not succeed keeps its payload for Retry (engine.cc); a
   // succeeded one's is released by its worker after this is read (on the
   // same thread, in finish()).
-  const std::size_t payload = state() == JobState::kSucceeded ? 0 : spec_.payload.size();
+  const std::size_t payload = state() == JobState::kSucceeded ? 0 : payload_size_;
   return 512 + outcome_.bytes() + idempotency_key().size() + label_bytes + payload;
 }
 
@@ -298,12 +356,13 @@ bool Job::group_or_all_cancelled() const noexcept {
     group_readers_.fetch_sub(1, std::memory_order_release);  // pairs with detach_group's acquire
     if (group) return true;
   }
-  return engine_.cancel_all_.load(std::memory_order_relaxed);
+  return engine().cancel_all_.load(std::memory_order_relaxed);
 }
 
 std::optional<std::chrono::nanoseconds> Job::remaining() const noexcept {
-  if (spec_.deadline == Clock::time_point::max()) return std::nullopt;
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(spec_.deadline - Clock::now());
+  const Clock::time_point d = deadline();
+  if (d == Clock::time_point::max()) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d - Clock::now());
 }
 
 bool Job::deadline_passed() const noexcept {
@@ -312,7 +371,8 @@ bool Job::deadline_passed() const noexcept {
   // daemon cancels a job when its call ends, and the call's deadline is the
   // job's), which would turn a time-out into a cancellation depending on
   // who ended the job first.
-  return spec_.deadline != Clock::time_point::max() && Clock::now() >= spec_.deadline;
+  const Clock::time_point d = deadline();
+  return d != Clock::time_point::max() && Clock::now() >= d;
 }
 
 void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {
@@ -332,7 +392,7 @@ void Job::log(plugin_host::LogLevel level, std::string_view message) noexcept {
       break;
   }
   try {
-    spdlog::log(l, "job {} handler {}: {}", id_, spec_.handler, message);
+    spdlog::log(l, "job {} handler {}: {}", id_, handler_name(), message);
   } catch (...) {  // a log line is never worth a failed job
   }
 }
@@ -359,7 +419,7 @@ bool Job::claim_ignored_cancellation() noexcept {
 
 std::vector<plugin_host::InvokeResult> Job::run_children(std::string_view handler,
                                                          std::span<const std::string_view> inputs) {
-  return engine_.run_children(*this, handler, inputs);
+  return engine().run_children(*this, handler, inputs);
 }
 
 }  // namespace tpool::engine

@@ -96,18 +96,17 @@ Engine::SubmitResult Engine::retry(std::uint64_t id, DoneFn done, void* user) {
                       (state == JobState::kSucceeded ? "submit a new job to run it again"
                                                      : "wait for it to end first (Wait)")}};
   }
-  const JobSpecCore& from = old.spec();
   JobSpec s;
-  s.handler = from.handler;
-  s.payload = from.payload;  // kept, read-only, by a job that did not succeed (inv 5)
-  s.lane = from.lane;
+  s.handler = old.handler_name();
+  s.payload = old.payload();  // kept, read-only, by a job that did not succeed (inv 5)
+  s.lane = old.requested_lane();
   s.labels = old.labels();
   s.retain = true;
-  s.max_attempts = from.max_attempts;
-  s.backoff_base = from.backoff_base;
-  s.backoff_cap = from.backoff_cap;
-  s.durable = from.durable;
-  s.timeout = from.timeout;
+  s.max_attempts = old.max_attempts();
+  s.backoff_base = old.backoff_base();
+  s.backoff_cap = old.backoff_cap();
+  s.durable = old.durable_requested();
+  s.timeout = old.timeout();
   if (s.timeout.count() > 0) s.deadline = std::chrono::steady_clock::now() + s.timeout;
   return submit(std::move(s), done, user);
 }

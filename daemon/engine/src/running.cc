@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "tpool/engine/engine.h"
 #include "tpool/engine/thread_job.h"
@@ -134,7 +135,7 @@ std::vector<JobPtr> collect(Pred mine) {
 
 void Engine::enforce() {
   MutexLock lock(enforce_mu_);
-  auto jobs = collect([this](const Job& j) { return &j.engine_ == this; });
+  auto jobs = collect([this](const Job& j) { return &j.engine() == this; });
   const auto now = Clock::now();
   const std::int64_t now_ns = now.time_since_epoch().count();
   const std::int64_t grace_ns = std::chrono::nanoseconds(limits_.cancel_grace).count();
@@ -142,15 +143,15 @@ void Engine::enforce() {
   for (const auto& jp : jobs) {
     Job& job = *jp;
     if (!job.final()) {
-      const bool deadline =
-          job.spec_.deadline != Clock::time_point::max() && job.spec_.deadline <= now;
+      const Clock::time_point due = job.deadline();
+      const bool deadline = due != Clock::time_point::max() && due <= now;
       if (deadline) {
         if (stop_seen(job) == 0) set_stop_seen(job, now_ns);
         // (inv 5) the caller's answer does not wait for the handler; (inv 6)
         // once it is given, the call's group flag may be gone.
         job.detach_group();
         job.finish(JobState::kRunning, JobState::kTimedOut, {},
-                   "job " + std::to_string(job.id_) + " (" + job.spec_.handler +
+                   "job " + std::to_string(job.id_) + " (" + job.handler_name() +
                        ") timed out; its handler has not returned (it does not check "
                        "cancellation) and keeps a worker until it does");
       } else if (job.is_cancelled()) {
@@ -159,7 +160,7 @@ void Engine::enforce() {
         } else if (now_ns - stop_seen(job) >= grace_ns) {
           job.detach_group();  // (inv 6)
           job.finish(JobState::kRunning, JobState::kCancelled, {},
-                     "job " + std::to_string(job.id_) + " (" + job.spec_.handler +
+                     "job " + std::to_string(job.id_) + " (" + job.handler_name() +
                          ") was cancelled; its handler did not return within " +
                          std::to_string(limits_.cancel_grace.count()) +
                          " ms (server.cancel_grace_ms) and keeps a worker until it does");
@@ -177,16 +178,23 @@ void Engine::enforce() {
       spdlog::warn(
           "handler {} ignores cancellation: job {} ended {} but the handler is still running "
           "{} ms after it was told to stop; it holds a worker until it returns",
-          job.spec_.handler, job.id_, to_string(job.state()), (now_ns - seen) / 1000000);
+          job.handler_name(), job.id_, to_string(job.state()), (now_ns - seen) / 1000000);
     }
+  }
+  // (E4) The entries of jobs no longer in the running set go: their
+  // handlers returned. Ids are never reused, so a later job cannot find one.
+  if (!stop_seen_.empty()) {
+    std::unordered_set<std::uint64_t> present;
+    for (const auto& jp : jobs) present.insert(jp->id());
+    std::erase_if(stop_seen_, [&](const auto& e) { return !present.contains(e.first); });
   }
   // relaxed: a gauge read only for reporting.
   running_after_end_.store(after_end, std::memory_order_relaxed);
 }
 
 std::vector<RunningJob> Engine::running() const {
-  MutexLock lock(enforce_mu_);  // stop_seen_ns_ (E4)
-  auto jobs = collect([this](const Job& j) { return &j.engine_ == this; });
+  MutexLock lock(enforce_mu_);  // stop_seen_ (E4)
+  auto jobs = collect([this](const Job& j) { return &j.engine() == this; });
   const std::int64_t now_ns = steady_ns();
   std::vector<RunningJob> out;
   out.reserve(jobs.size());
@@ -208,11 +216,12 @@ std::vector<RunningJob> Engine::running() const {
 }
 
 std::int64_t Engine::stop_seen(const Job& job) const {
-  return job.stop_seen_ns_;
+  const auto it = stop_seen_.find(job.id());
+  return it == stop_seen_.end() ? 0 : it->second;
 }
 
 void Engine::set_stop_seen(Job& job, std::int64_t ns) {
-  job.stop_seen_ns_ = ns;
+  stop_seen_[job.id()] = ns;
 }
 
 void Engine::enforce_loop() {

@@ -141,6 +141,12 @@ void CancelToken::set_deadline(Clock::time_point d) noexcept {
   }
 }
 
+CancelToken::Clock::time_point CancelToken::deadline() const noexcept {
+  const std::uint64_t d = word_.load(std::memory_order_relaxed) & ~kCancelledBit;
+  if (d == kNoDeadline) return Clock::time_point::max();
+  return Clock::time_point(Clock::duration(static_cast<std::int64_t>(d)));
+}
+
 CancelToken::Reason CancelToken::reason_of(std::uint64_t w, Clock::time_point now) noexcept {
   if ((w & kCancelledBit) != 0) return Reason::kCancelled;
   const std::int64_t n = now.time_since_epoch().count();

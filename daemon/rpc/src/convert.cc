@@ -109,7 +109,7 @@ void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::
   const std::string_view output = job.output(), message = job.message();
   out.set_output(output.data(), output.size());
   out.set_message(message.data(), message.size());
-  out.set_tag(job.spec().tag);
+  out.set_tag(job.tag());
   out.set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
   out.set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
   out.set_attempts(job.attempts());

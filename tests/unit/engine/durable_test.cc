@@ -617,7 +617,7 @@ TEST_F(Listing, RetryRunsAnEndedJobAgainAsANewJobAndRefusesTheOthers) {
   EXPECT_EQ(c.state, JobState::kFailed);  // the same input fails the same way
   EXPECT_EQ(c.message, "broken");
   EXPECT_EQ(r.value.job->labels(), bad->labels());
-  EXPECT_EQ(r.value.job->spec().payload, "5:broken");  // kept: it did not succeed
+  EXPECT_EQ(r.value.job->payload(), "5:broken");  // kept: it did not succeed
   // A succeeded job (its payload released) and a running one: refused.
   auto ok = retained("echo", "fine");
   Engine::SubmitResult again = engine().retry(ok->id(), nullptr, nullptr);
@@ -666,7 +666,7 @@ TEST_F(Durable, DeadLettersOfAnEarlierRunAreListedAndRetried) {
   EXPECT_EQ(engine().list({}, &more).size(), 2u);
   Engine::SubmitResult r = engine().retry(bad.id, &Recorder::on_done, &done_);
   ASSERT_TRUE(r.ok()) << r.error->message;
-  EXPECT_TRUE(r.value.job->spec().durable);  // durable like the first
+  EXPECT_TRUE(r.value.job->durable_requested());  // durable like the first
   EXPECT_EQ(done_.wait_job(r.value.job->id()).message, "disk on fire");
   EXPECT_EQ(engine().retry(ok.id, nullptr, nullptr).error->code, ErrorCode::kFailedPrecondition);
 }

@@ -361,7 +361,7 @@ TEST_F(EngineJob, StopWhenFullAndCapacityWaitersCarryAStreamThroughTheLimit) {
     for (std::size_t k = 0; k < consumed; ++k) {
       ASSERT_TRUE(out[k].ok()) << out[k].error->message;
       EXPECT_FALSE(out[k].value.deduplicated);
-      expect[out[k].value.job->id()] = std::to_string(out[k].value.job->spec().tag);
+      expect[out[k].value.job->id()] = std::to_string(out[k].value.job->tag());
     }
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(consumed));
     if (pending.empty()) break;
@@ -440,6 +440,71 @@ TEST_F(EngineJob, AJobsRetainedBytesCountItsResultAndLabels) {
   auto j = engine().find(c.id).value;
   ASSERT_NE(j, nullptr);
   EXPECT_EQ(j->retained_bytes(), 512u + 300u + 0u + 4u + 5u);
+}
+
+// A Job keeps its request in fewer bytes than JobSpecCore (job.h): the
+// payload inline up to 16 bytes and in a block of its own past that, the
+// handler's name in its counters entry, the deadline in its token, the
+// policies as 32-bit milliseconds. What goes in comes back out, at every
+// payload length around the inline limit, and a succeeded job's payload is
+// released while a failed one's is kept (for Retry, inv 5).
+TEST_F(EngineJob, AJobKeepsItsRequestWholeAtEveryPayloadLength) {
+  start();
+  std::vector<JobPtr> ran_jobs;
+  std::vector<std::pair<JobPtr, std::string>> failed_jobs;
+  for (const std::size_t n : {0, 1, 15, 16, 17, 64, 4096}) {
+    std::string payload(n, 'x');
+    for (std::size_t i = 0; i < n; ++i) payload[i] = static_cast<char>(i * 7);  // NULs too
+    JobSpec s = spec("echo", payload);
+    s.tag = 0xfeedface00000000u + n;
+    s.max_attempts = 3;
+    s.backoff_base = 250ms;
+    s.backoff_cap = std::chrono::milliseconds(3'600'000);
+    s.delay = std::chrono::milliseconds(30LL * 24 * 3'600'000);  // the limit: 30 days
+    s.timeout = 90s;
+    s.deadline = Job::Clock::now() + 90s;
+    s.lane = LaneChoice::kBlocking;
+    s.retain = true;
+    const JobSpec want = s;
+    auto j = JobPtr::make(engine(), JobId::make(engine().incarnation(), 1000 + n), std::move(s),
+                          host_->find("echo"), Lane::kBlocking, nullptr);
+    EXPECT_EQ(j->payload(), payload) << n;
+    EXPECT_EQ(j->handler_name(), "echo");
+    const JobSpecCore got = j->request();
+    EXPECT_EQ(got.handler, "echo");
+    EXPECT_EQ(got.payload, payload) << n;
+    EXPECT_EQ(got.tag, want.tag);
+    EXPECT_EQ(got.max_attempts, 3u);
+    EXPECT_EQ(got.backoff_base, 250ms);
+    EXPECT_EQ(got.backoff_cap, want.backoff_cap);
+    EXPECT_EQ(got.delay, want.delay);
+    EXPECT_EQ(got.timeout, 90s);
+    EXPECT_EQ(got.deadline, want.deadline);
+    EXPECT_EQ(got.lane, LaneChoice::kBlocking);
+    EXPECT_TRUE(got.retain);
+    EXPECT_FALSE(got.durable);
+
+    // Run: echo's output is the payload.
+    auto ran = run(spec("echo", payload));
+    const Recorder::Call c = done_.wait_job(ran->id());
+    EXPECT_EQ(c.output, payload) << n;
+    const std::string failing = "1:" + payload;
+    auto failed = run(spec("fail", failing));
+    done_.wait_job(failed->id());
+    EXPECT_EQ(failed->state(), JobState::kFailed);
+    ran_jobs.push_back(std::move(ran));
+    failed_jobs.emplace_back(std::move(failed), failing);
+  }
+  // The workers write the payloads they release after the DoneFn ran: read
+  // them once the pool has drained (its workers are done with every task).
+  ASSERT_TRUE(pool().shutdown(ShutdownMode::kDrain, kHang).ok());
+  for (const JobPtr& j : ran_jobs) EXPECT_TRUE(j->payload().empty()) << "released on success";
+  for (const auto& [j, p] : failed_jobs) EXPECT_EQ(j->payload(), p) << "kept for Retry";
+  // No deadline reads as none.
+  auto j = JobPtr::make(engine(), JobId::make(engine().incarnation(), 999), spec("echo", "p"),
+                        host_->find("echo"), Lane::kDefault, nullptr);
+  EXPECT_EQ(j->deadline(), Job::Clock::time_point::max());
+  EXPECT_EQ(j->remaining(), std::nullopt);
 }
 
 }  // namespace

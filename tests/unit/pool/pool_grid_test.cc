@@ -594,6 +594,13 @@ TEST(CancelTokenWord, CancelAndDeadlineKeepEachOther) {
   past.set_deadline(CancelToken::Clock::time_point(-std::chrono::hours(1)));
   EXPECT_EQ(past.reason(), CancelToken::Reason::kDeadline) << "a deadline before the epoch";
   EXPECT_FALSE(CancelToken().is_cancelled());
+  // deadline() reads back what was set, whether or not the bit is set.
+  EXPECT_EQ(CancelToken().deadline(), CancelToken::Clock::time_point::max());
+  EXPECT_EQ(none.deadline(), CancelToken::Clock::time_point::max());
+  EXPECT_EQ(cancelled_first.deadline(), d);
+  EXPECT_EQ(deadline_first.deadline(), d);
+  EXPECT_EQ(moved.deadline(), d - std::chrono::hours(1));
+  EXPECT_EQ(past.deadline(), CancelToken::Clock::time_point()) << "stored as the epoch";
 }
 
 // Regression (found by the fuzz harness under TSan): a cancelled task's

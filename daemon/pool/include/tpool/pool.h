@@ -81,6 +81,10 @@ class CancelToken {
   // The reason at `now`, a reading the caller has just taken (a task's start
   // stamp): the same answer as reason() without a clock read of its own.
   Reason reason_at(Clock::time_point now) const noexcept;
+  // The deadline set_deadline() stored (the epoch for one before it),
+  // Clock::time_point::max() for none. Relaxed: set before the token is
+  // shared, as a Job's is, it needs no ordering.
+  Clock::time_point deadline() const noexcept;
 
  private:
   // One word, so a token costs 8 bytes in whatever holds one (each engine

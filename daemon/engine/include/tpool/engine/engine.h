@@ -143,6 +143,10 @@ struct JobId {
 // The daemon's counters for one handler; plain atomics (the metrics exporter
 // and AdminService.Stats read them through Engine::snapshot()).
 struct HandlerCounters {
+  // Set by Engine::counters_for, then read-only: a Job names its handler and
+  // reaches its engine through its entry (Job::counters_).
+  std::string name;
+  Engine* engine = nullptr;
   std::atomic<std::uint64_t> submitted{0};
   std::atomic<std::uint64_t> succeeded{0};
   std::atomic<std::uint64_t> failed{0};
@@ -456,7 +460,8 @@ class Engine {
   void enter_running(const JobPtr& job);
   void leave_running(const Job& job);
   void enforce_loop() EXCLUDES(enforce_stop_mu_);
-  // (E4) Job::stop_seen_ns_ is read and written only through these.
+  // (E4) When the deadline thread first saw a running job told to stop
+  // (steady ns; 0: not yet), by job id: a few jobs, kept out of every Job.
   std::int64_t stop_seen(const Job& job) const REQUIRES(enforce_mu_);
   void set_stop_seen(Job& job, std::int64_t ns) REQUIRES(enforce_mu_);
 
@@ -500,7 +505,9 @@ class Engine {
   CondVar idle_cv_;
 
   // (E4) the deadline thread and what it needs.
-  mutable Mutex enforce_mu_;  // serialises enforce(); guards Job::stop_seen_ns_
+  mutable Mutex enforce_mu_;  // serialises enforce(); guards stop_seen_
+  // (E4) Entries of jobs that left the running set go at the next enforce().
+  std::unordered_map<std::uint64_t, std::int64_t> stop_seen_ GUARDED_BY(enforce_mu_);
   std::atomic<std::uint64_t> ignored_cancellation_{0};
   std::atomic<std::uint64_t> running_after_end_{0};
   Mutex enforce_stop_mu_;
@@ -521,5 +528,9 @@ class Engine {
   // Declared last: destroyed first, its thread stopped before the rest goes.
   std::unique_ptr<Scheduler> scheduler_;
 };
+
+inline Engine& Job::engine() const noexcept {
+  return *counters_->engine;
+}
 
 }  // namespace tpool::engine

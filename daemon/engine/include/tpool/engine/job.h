@@ -39,7 +39,7 @@
 //      dropped; the task still ends only when the handler returns, so the job
 //      stays in in_flight (E1) and keeps its worker until then. After the
 //      handler returns the worker touches only the engine's counters, and
-//      spec_.payload only when its own finish made the job SUCCEEDED (it
+//      the payload only when its own finish made the job SUCCEEDED (it
 //      releases it): the payload of any other ended job is read-only, kept
 //      for Retry (Engine::retry reads it, and refuses a SUCCEEDED job).
 //  (6) group_cancel_ belongs to the call that submitted the job and lives
@@ -188,9 +188,29 @@ class Job final : public plugin_host::JobServices {
   using Clock = std::chrono::steady_clock;
 
   std::uint64_t id() const noexcept { return id_; }
-  const std::string& handler_name() const noexcept { return spec_.handler; }
-  // The request, less its key and labels (below).
-  const JobSpecCore& spec() const noexcept { return spec_; }
+  // The engine that accepted the job (its handler entry's: engine.h).
+  Engine& engine() const noexcept;
+  // What the job keeps of its request (JobSpecCore, in less room: below).
+  const std::string& handler_name() const noexcept;
+  std::string_view payload() const noexcept { return payload_.view(payload_size_); }
+  std::uint64_t tag() const noexcept { return tag_; }
+  std::uint32_t max_attempts() const noexcept { return max_attempts_; }
+  std::chrono::milliseconds backoff_base() const noexcept {
+    return std::chrono::milliseconds(backoff_base_ms_);
+  }
+  std::chrono::milliseconds backoff_cap() const noexcept {
+    return std::chrono::milliseconds(backoff_cap_ms_);
+  }
+  std::chrono::milliseconds delay() const noexcept { return std::chrono::milliseconds(delay_ms_); }
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }  // the request's own
+  LaneChoice requested_lane() const noexcept { return requested_lane_; }
+  bool retain_requested() const noexcept { return retain_requested_; }
+  bool durable_requested() const noexcept { return durable_requested_; }
+  // The absolute deadline (the job's timeout and its call's, the earlier),
+  // Clock::time_point::max() for none: the cancel token's.
+  Clock::time_point deadline() const noexcept;
+  // The request back as a JobSpecCore (copies of its handler and payload).
+  JobSpecCore request() const;
   const std::string& idempotency_key() const noexcept;  // empty: none
   const Labels& labels() const noexcept;
   Lane lane() const noexcept { return lane_; }
@@ -243,9 +263,14 @@ class Job final : public plugin_host::JobServices {
 
   // first_waiter: the submitting call's DoneFn (may be {nullptr, nullptr});
   // accepted: when its wait starts (admission reads the clock once per call).
+  // counters: the engine's entry for spec.handler (Engine::counters_for),
+  // looked up here when null.
   Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef handler, Lane lane,
       const std::atomic<bool>* group_cancel, std::pair<DoneFn, void*> first_waiter = {},
-      Clock::time_point accepted = Clock::now());
+      Clock::time_point accepted = Clock::now(), HandlerCounters* counters = nullptr);
+  ~Job() override;
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
 
  private:
   friend class Engine;
@@ -279,9 +304,45 @@ class Job final : public plugin_host::JobServices {
   // caller may submit again; the job is not used after.
   JobSpec take_spec() noexcept;
 
-  Engine& engine_;
+  // A payload of up to kInline bytes lives in the Job, a longer one in a
+  // heap block of its own; the size is the Job's payload_size_ (among the
+  // four-byte fields, so the class is 16 bytes with no padding). A 16-byte
+  // payload costs no allocation (a std::string's 32 bytes keep 15 inline and
+  // allocate a 32-byte chunk past that: docs/benchmarks.md, "Memory per
+  // job").
+  class PayloadBytes {
+   public:
+    static constexpr std::size_t kInline = 16;
+    PayloadBytes() noexcept : heap_(nullptr) {}
+    ~PayloadBytes() = default;  // the Job frees a heap block (release)
+    PayloadBytes(const PayloadBytes&) = delete;
+    PayloadBytes& operator=(const PayloadBytes&) = delete;
+    void assign(std::string_view v);  // on an empty one
+    std::string_view view(std::uint32_t size) const noexcept {
+      return {size <= kInline ? inline_ : heap_, size};
+    }
+    void release(std::uint32_t size) noexcept {
+      if (size > kInline) delete[] heap_;
+      heap_ = nullptr;
+    }
+
+   private:
+    union {
+      char inline_[kInline];
+      char* heap_;
+    };
+  };
+
   const std::uint64_t id_;
-  JobSpecCore spec_;
+  // What the job keeps of its request, JobSpecCore in fewer bytes
+  // (docs/benchmarks.md, "Memory per job"): the handler's name is its
+  // counters entry's (counters_), the deadline its token's, the payload
+  // inline when short, the retry and delay policy 32-bit milliseconds (every
+  // source fits: the proto's uint32 fields, the config's hour, the 30-day
+  // delay limit); the rest among the four- and one-byte fields below.
+  PayloadBytes payload_;  // payload_size_ bytes; released after success (inv 5)
+  std::uint64_t tag_;
+  std::chrono::milliseconds timeout_;
   // What few jobs have: the request's idempotency key and labels, the
   // payload's hash that a repeat of the key is checked against, the time a
   // job rebuilt from the journal was first accepted, and the next job of an
@@ -378,15 +439,10 @@ class Job final : public plugin_host::JobServices {
   // it, or never took it).
   void hold_for_task() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   JobPtr task_reference() noexcept { return JobPtr(this, JobPtr::Adopt{}); }
-  // This handler's counters in the engine (entries are never erased, so the
-  // pointer stays valid for the engine's life); set before submission.
-  HandlerCounters* counters_ = nullptr;
-  // (E4, inv 5) guarded by the engine's enforce_mu_: when the deadline thread
-  // first saw the job told to stop (steady ns; 0: not yet). Touched only
-  // through Engine::stop_seen/set_stop_seen, which REQUIRE enforce_mu_ (the
-  // annotation cannot name the engine's mutex from here: Engine is
-  // incomplete in this header).
-  std::int64_t stop_seen_ns_ = 0;
+  // This handler's entry in the engine: its counters, its name, the engine
+  // (entries are never erased, so the pointer stays valid for the engine's
+  // life). Set by the constructor, never null.
+  HandlerCounters* counters_;
 
   // The fields of four bytes and of one, together after everything wider: 16
   // bytes where, spread out, their padding made them 48 (docs/benchmarks.md,
@@ -405,7 +461,16 @@ class Job final : public plugin_host::JobServices {
   // (QUEUED -> RUNNING); relaxed: a figure, and the worker's own reads are
   // program-ordered.
   std::atomic<std::uint32_t> attempt_{0};
+  // The request's (above): its payload's size, retry policy and delay.
+  std::uint32_t payload_size_ = 0;
+  const std::uint32_t max_attempts_;
+  const std::uint32_t backoff_base_ms_;
+  const std::uint32_t backoff_cap_ms_;
+  const std::uint32_t delay_ms_;
   const Lane lane_;
+  const LaneChoice requested_lane_;
+  const bool retain_requested_;
+  const bool durable_requested_;
   std::atomic<bool> group_detached_{false};  // (inv 6)
   std::atomic<JobState> state_{JobState::kQueued};
   bool retained_ = false;  // set before submission, then read-only

@@ -27,42 +27,38 @@ std::string job_text(std::uint64_t id) {
 // The columns Writer::bind_job binds, in its order.
 constexpr int kJobColumns = 18;
 
-// An INSERT of `rows` jobs (W11), numbered parameters: row r's column c is
-// ?(r * kJobColumns + c).
-std::string insert_sql(std::size_t rows) {
-  std::string sql =
-      "INSERT INTO jobs (id, seq, handler, payload, idempotency_key, lane, timeout_ms, "
-      "accepted_unix_ms, not_before_unix_ms, attempt, max_attempts, backoff_base_ms, "
-      "backoff_cap_ms, state, output, message, ended_unix_ms, tag) VALUES ";
+// `rows` rows of `columns` numbered parameters, "(?1, ?2), (?3, ?4)": row
+// r's column c is ?(r * columns + c).
+std::string parameter_rows(std::size_t rows, int columns) {
+  std::string sql;
   int p = 1;
   for (std::size_t r = 0; r < rows; ++r) {
     sql += r == 0 ? "(" : ", (";
-    for (int c = 0; c < kJobColumns; ++c, ++p) {
-      sql += (c == 0 ? "?" : ", ?") + std::to_string(p);
-    }
+    for (int c = 0; c < columns; ++c, ++p) sql += (c == 0 ? "?" : ", ?") + std::to_string(p);
     sql += ")";
   }
   return sql;
 }
 
+// An INSERT of `rows` jobs (W11), kJobColumns parameters per row.
+std::string insert_sql(std::size_t rows) {
+  return "INSERT INTO jobs (id, seq, handler, payload, idempotency_key, lane, timeout_ms, "
+         "accepted_unix_ms, not_before_unix_ms, attempt, max_attempts, backoff_base_ms, "
+         "backoff_cap_ms, state, output, message, ended_unix_ms, tag) VALUES " +
+         parameter_rows(rows, kJobColumns);
+}
+
 // (W13) An INSERT of `rows` ends, Writer::bind_update's six parameters per
-// row: row r's parameter c is ?(r * 6 + c). A row whose job is not queued
-// or running (scheduled, or not in the journal) gets a NULL state, which the
-// NOT NULL constraint refuses; an end already recorded, the primary key.
-// Either way SQLite aborts the statement (ON CONFLICT ABORT, the default):
-// none of its rows stay, and the transaction goes on.
+// row. A row whose job is not queued or running (scheduled, or not in the
+// journal) gets a NULL state, which the NOT NULL constraint refuses; an end
+// already recorded, the primary key. Either way SQLite aborts the statement
+// (ON CONFLICT ABORT, the default): none of its rows stay, and the
+// transaction goes on.
 std::string ends_sql(std::size_t rows) {
-  std::string sql =
-      "INSERT INTO ends (id, state, output, message, ended_unix_ms, attempt) "
-      "SELECT v.column1, CASE WHEN j.state IN (1, 3) THEN v.column2 END, v.column3, v.column4, "
-      "v.column5, v.column6 FROM (VALUES ";
-  int p = 1;
-  for (std::size_t r = 0; r < rows; ++r) {
-    sql += r == 0 ? "(" : ", (";
-    for (int c = 0; c < 6; ++c, ++p) sql += (c == 0 ? "?" : ", ?") + std::to_string(p);
-    sql += ")";
-  }
-  return sql + ") AS v LEFT JOIN jobs j ON j.id = v.column1";
+  return "INSERT INTO ends (id, state, output, message, ended_unix_ms, attempt) "
+         "SELECT v.column1, CASE WHEN j.state IN (1, 3) THEN v.column2 END, v.column3, "
+         "v.column4, v.column5, v.column6 FROM (VALUES " +
+         parameter_rows(rows, 6) + ") AS v LEFT JOIN jobs j ON j.id = v.column1";
 }
 
 }  // namespace

@@ -492,6 +492,10 @@ void Engine::forget_capacity_waiter(CapacityWaiter* w) {
   capacity_waiters_.erase(it, capacity_waiters_.end());
 }
 
+std::size_t Engine::cancel_scheduled(const std::atomic<bool>* group) {
+  return scheduler_->cancel_group(group);
+}
+
 void Engine::cancel_all() {
   begin_drain();
   // relaxed: handlers poll it (Job::is_cancelled); lateness only delays a stop.

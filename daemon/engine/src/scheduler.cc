@@ -123,6 +123,25 @@ void Scheduler::close(const std::string& why) {
   }
 }
 
+std::size_t Scheduler::cancel_group(const std::atomic<bool>* group) {
+  if (group == nullptr) return 0;
+  std::vector<JobPtr> mine;  // (K6) references: ended after the lock, held on (K3)
+  {
+    MutexLock lock(mu_);
+    for (const Entry& e : heap_) {
+      if (e.job->group_cancel_ == group) mine.push_back(e.job);
+    }
+    for (const JobPtr& j : ready_) {
+      if (j->group_cancel_ == group) mine.push_back(j);
+    }
+  }
+  std::size_t ended = 0;
+  for (const auto& j : mine) {
+    ended += j->end_scheduled(JobState::kCancelled, j->scheduled_message(false)) ? 1 : 0;
+  }
+  return ended;
+}
+
 std::size_t Scheduler::size() const {
   MutexLock lock(mu_);
   return heap_.size() + ready_.size();

@@ -21,12 +21,21 @@
 //       same mu_ that add() checks closed_ under: a job added after close()
 //       is refused (add() returns false and the caller ends it), so no job is
 //       left held after a drain.
+//  (K6) cancel_group() ends the held jobs of a cancelled call (its group
+//       flag, job.h inv 6: the call outlives their report) at once, where
+//       they would otherwise wait for their due time to find the flag: a
+//       Stream the client cancelled finishes without waiting for its
+//       delayed jobs and retry backoffs. It ends them as Job::cancel does
+//       (K3: they stay held until due, and queue_scheduled drops them); a
+//       job run_due() has already popped is not found, and the pool sees the
+//       flag when it starts it.
 //  (K5) The thread runs only with the real clock (the engine's clock is
 //       steady_clock); with an injected clock tests call run_due() after
 //       advancing it. on_capacity() (a worker's task end) only sets a flag
 //       and notifies: it never queues a job itself.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -58,6 +67,10 @@ class Scheduler final : public CapacityWaiter {
   std::size_t run_due() EXCLUDES(run_mu_, mu_);
   // Ends every held job with `message` (CANCELLED); later adds are refused (K4).
   void close(const std::string& why) EXCLUDES(mu_);
+  // (K6) Ends, CANCELLED, every held job whose call's group flag is `group`
+  // (a Stream the client cancelled); they stay held until due (K3).
+  // Returns how many it ended.
+  std::size_t cancel_group(const std::atomic<bool>* group) EXCLUDES(mu_);
   std::size_t size() const EXCLUDES(mu_);
   // The earliest due time held (TimePoint::max() when none).
   TimePoint next_due() const EXCLUDES(mu_);

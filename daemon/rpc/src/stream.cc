@@ -252,6 +252,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       decide_locked(a);
     }
     act(a);
+    // Its jobs waiting for their time (a delay, a retry's backoff) end now:
+    // the call finishes once they have reported (S9), not when they are due.
+    // Without mu_: their ends call job_done, which takes it.
+    svc_.engine().cancel_scheduled(&cancelled_);
   }
 
   void OnDone() override { unref(); }

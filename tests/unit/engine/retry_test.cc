@@ -175,6 +175,42 @@ TEST_F(Retry, CancellingAScheduledJobEndsItAndTheSchedulerDropsIt) {
   EXPECT_EQ(ctl_.calls, 0);
 }
 
+// (K6) A cancelled call's jobs waiting in the scheduler end now, by its
+// group flag: only that call's, and a second cancel ends nothing more. The
+// others run when due; the ended ones are dropped then (K3).
+TEST_F(Retry, ACancelledCallsScheduledJobsEndNowAndNoOtherCallsDo) {
+  start_manual();
+  std::atomic<bool> a{false}, b{false};
+  auto delayed = [&](const char* payload, std::chrono::milliseconds delay,
+                     const std::atomic<bool>* group) {
+    JobSpec s = spec("echo", payload);
+    s.delay = delay;
+    Engine::SubmitResult r = engine().submit(std::move(s), &Recorder::on_done, &done_, group);
+    EXPECT_TRUE(r.ok());
+    return r.value.job;
+  };
+  auto a1 = delayed("a1", 1000ms, &a);
+  auto a2 = delayed("a2", 2000ms, &a);
+  auto b1 = delayed("b1", 1000ms, &b);
+  auto none = delayed("none", 1000ms, nullptr);
+  ASSERT_TRUE(a1 && a2 && b1 && none);
+  a.store(true);
+  EXPECT_EQ(engine().cancel_scheduled(&a), 2u);
+  EXPECT_EQ(done_.wait_job(a1->id()).state, JobState::kCancelled);
+  EXPECT_EQ(done_.wait_job(a2->id()).state, JobState::kCancelled);
+  EXPECT_EQ(b1->state(), JobState::kScheduled);
+  EXPECT_EQ(none->state(), JobState::kScheduled);
+  EXPECT_EQ(engine().cancel_scheduled(&a), 0u);  // already ended, still held (K3)
+  EXPECT_EQ(engine().cancel_scheduled(nullptr), 0u);
+  clock_.advance(1000ms);
+  EXPECT_EQ(engine().run_scheduled(), 2u);  // b1 and none; a1 dropped
+  EXPECT_EQ(done_.wait_job(b1->id()).state, JobState::kSucceeded);
+  EXPECT_EQ(done_.wait_job(none->id()).state, JobState::kSucceeded);
+  clock_.advance(1000ms);
+  EXPECT_EQ(engine().run_scheduled(), 0u);  // a2 dropped
+  EXPECT_EQ(engine().snapshot().scheduled, 0u);
+}
+
 TEST_F(Retry, CancellingAJobWaitingToRetryNamesItsLastFailure) {
   EngineLimits l = BenchOptions::test_limits();
   l.jitter = &half;

@@ -74,6 +74,16 @@ bool wait_in_flight(InProcessServer& srv, std::uint64_t n) {
   return true;
 }
 
+// Waits (bounded) until the engine holds at most n jobs.
+bool wait_in_flight_at_most(InProcessServer& srv, std::uint64_t n) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (srv.engine().in_flight() > n) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 // kReading -> kHeld per message, kReading -> kInputClosed at the half-close,
 // kInputClosed -> kFinished (OK) once every result is written.
 TEST(StreamInProcess, HalfCloseFinishesOkAfterEveryResult) {
@@ -96,6 +106,45 @@ TEST(StreamInProcess, HalfCloseFinishesOkAfterEveryResult) {
   EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
   EXPECT_EQ(tags.size(), 15u);
   EXPECT_EQ(srv.jobs().snapshot().streams_total, 1u);
+}
+
+// (K6 in scheduler.h) A client that cancels a Stream holding a delayed job:
+// the job ends CANCELLED now and the call's reactor finishes, instead of both
+// waiting an hour for the job's time to find the call's flag.
+TEST(StreamInProcess, ClientCancelEndsItsDelayedJobsNow) {
+  InProcessServer srv;
+  ASSERT_TRUE(srv.ok());
+  grpc::ClientContext ctx;
+  bound(ctx);
+  auto call = srv.stub().Stream(&ctx);
+  tpool::v1::JobBatch b;
+  tpool::v1::JobRequest& delayed = *b.add_jobs() = job("echo", "later", 1);
+  delayed.set_delay_ms(3'600'000);
+  delayed.set_idempotency_key("k6");  // retained, so the test can find it
+  *b.add_jobs() = job("echo", "now", 2);
+  ASSERT_TRUE(call->Write(b));
+  tpool::v1::ResultBatch rb;
+  ASSERT_TRUE(call->Read(&rb));  // job 2's result: the message was submitted
+  ASSERT_EQ(tags_of(rb), std::vector<std::uint64_t>{2});
+  bool more = false;
+  const std::vector<engine::JobPtr> found = srv.engine().list(engine::ListFilter{}, &more);
+  engine::JobPtr held;
+  for (const auto& j : found) {
+    if (j->idempotency_key() == "k6") held = j;
+  }
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->state(), engine::JobState::kScheduled);
+  ctx.TryCancel();
+  while (call->Read(&rb)) {
+  }
+  EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (held->state() != engine::JobState::kCancelled && std::chrono::steady_clock::now() < end) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(held->state(), engine::JobState::kCancelled) << "the delayed job waits for its time";
+  EXPECT_TRUE(wait_in_flight_at_most(srv, 0));
+  if (!held->final()) held->cancel();  // a failed run must not hang the server's shutdown
 }
 
 // A bad item is a result with its code; the call goes on.

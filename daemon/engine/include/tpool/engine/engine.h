@@ -340,6 +340,11 @@ class Engine {
   // Make every running handler see is_cancelled() (second signal, drain
   // timeout). Queued jobs are cancelled by the pool's kCancelPending shutdown.
   void cancel_all();
+  // A call that owns a group of jobs (a Stream) was cancelled and has set
+  // its flag: its jobs waiting in the scheduler (delayed, or between retry
+  // attempts) end CANCELLED now rather than when due (scheduler.h, K6).
+  // Queued and running ones see the flag themselves. Returns how many ended.
+  std::size_t cancel_scheduled(const std::atomic<bool>* group);
   // Wait until no job is in flight; false on timeout. Call it after
   // begin_drain(): a task end wakes it only while draining (the hot path
   // takes no lock otherwise), so without a drain it returns at the timeout.

@@ -64,24 +64,20 @@ tpool::v1::JobBatch batch_of(const std::string& handler, const std::string& payl
   return b;
 }
 
-// Waits (bounded) until the engine holds n jobs: a condition, not a delay.
-bool wait_in_flight(InProcessServer& srv, std::uint64_t n) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (srv.engine().in_flight() < n) {
+// Waits (bounded: 30 s) until cond() holds: a condition, not a delay.
+template <class Cond>
+bool within_bound(Cond cond) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!cond()) {
     if (std::chrono::steady_clock::now() >= end) return false;
     std::this_thread::yield();
   }
   return true;
 }
 
-// Waits (bounded) until the engine holds at most n jobs.
-bool wait_in_flight_at_most(InProcessServer& srv, std::uint64_t n) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (srv.engine().in_flight() > n) {
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::yield();
-  }
-  return true;
+// Waits (bounded) until the engine holds n jobs.
+bool wait_in_flight(InProcessServer& srv, std::uint64_t n) {
+  return within_bound([&] { return srv.engine().in_flight() >= n; });
 }
 
 // kReading -> kHeld per message, kReading -> kInputClosed at the half-close,
@@ -138,12 +134,9 @@ TEST(StreamInProcess, ClientCancelEndsItsDelayedJobsNow) {
   while (call->Read(&rb)) {
   }
   EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (held->state() != engine::JobState::kCancelled && std::chrono::steady_clock::now() < end) {
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(held->state(), engine::JobState::kCancelled) << "the delayed job waits for its time";
-  EXPECT_TRUE(wait_in_flight_at_most(srv, 0));
+  EXPECT_TRUE(within_bound([&] { return held->state() == engine::JobState::kCancelled; }))
+      << "the delayed job waits for its time: " << engine::to_string(held->state());
+  EXPECT_TRUE(within_bound([&] { return srv.engine().in_flight() == 0; }));
   if (!held->final()) held->cancel();  // a failed run must not hang the server's shutdown
 }
 

@@ -255,8 +255,7 @@ struct JobTask {
     // thread (inv 5) or wrote a failure, and touches it no more.
     if (job.finish(JobState::kRunning, to, std::move(r.output), std::move(r.message)) &&
         to == JobState::kSucceeded) {
-      job.payload_.release(job.payload_size_);
-      job.payload_size_ = 0;
+      job.release_payload();
     }
     return false;
   }

@@ -82,7 +82,7 @@ Job::Job(Engine& engine, std::uint64_t id, JobSpec spec, plugin_host::HandlerRef
 }
 
 Job::~Job() {
-  payload_.release(payload_size_);
+  release_payload();
 }
 
 void Job::PayloadBytes::assign(std::string_view v) {
@@ -92,10 +92,6 @@ void Job::PayloadBytes::assign(std::string_view v) {
   }
   heap_ = new char[v.size()];
   std::memcpy(heap_, v.data(), v.size());
-}
-
-const std::string& Job::handler_name() const noexcept {
-  return counters_->name;
 }
 
 Job::Clock::time_point Job::deadline() const noexcept {

@@ -538,4 +538,8 @@ inline Engine& Job::engine() const noexcept {
   return *counters_->engine;
 }
 
+inline const std::string& Job::handler_name() const noexcept {
+  return counters_->name;
+}
+
 }  // namespace tpool::engine

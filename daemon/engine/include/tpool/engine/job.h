@@ -191,7 +191,7 @@ class Job final : public plugin_host::JobServices {
   // The engine that accepted the job (its handler entry's: engine.h).
   Engine& engine() const noexcept;
   // What the job keeps of its request (JobSpecCore, in less room: below).
-  const std::string& handler_name() const noexcept;
+  const std::string& handler_name() const noexcept;  // its handler entry's (engine.h)
   std::string_view payload() const noexcept { return payload_.view(payload_size_); }
   std::uint64_t tag() const noexcept { return tag_; }
   std::uint32_t max_attempts() const noexcept { return max_attempts_; }
@@ -204,7 +204,6 @@ class Job final : public plugin_host::JobServices {
   std::chrono::milliseconds delay() const noexcept { return std::chrono::milliseconds(delay_ms_); }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }  // the request's own
   LaneChoice requested_lane() const noexcept { return requested_lane_; }
-  bool retain_requested() const noexcept { return retain_requested_; }
   bool durable_requested() const noexcept { return durable_requested_; }
   // The absolute deadline (the job's timeout and its call's, the earlier),
   // Clock::time_point::max() for none: the cancel token's.
@@ -341,6 +340,11 @@ class Job final : public plugin_host::JobServices {
   // source fits: the proto's uint32 fields, the config's hour, the 30-day
   // delay limit); the rest among the four- and one-byte fields below.
   PayloadBytes payload_;  // payload_size_ bytes; released after success (inv 5)
+  // The payload's heap block, if any, goes; payload() is empty from then on.
+  void release_payload() noexcept {
+    payload_.release(payload_size_);
+    payload_size_ = 0;
+  }
   std::uint64_t tag_;
   std::chrono::milliseconds timeout_;
   // What few jobs have: the request's idempotency key and labels, the
@@ -444,15 +448,16 @@ class Job final : public plugin_host::JobServices {
   // life). Set by the constructor, never null.
   HandlerCounters* counters_;
 
-  // The fields of four bytes and of one, together after everything wider: 16
-  // bytes where, spread out, their padding made them 48 (docs/benchmarks.md,
-  // "Memory per job"). Each is initialised by default or by the constructor
-  // from its parameters, never from another member.
-  // Also serialises the finishers (inv 1); outcome_ is written under it but
-  // read without it once final() (inv 2), so it is not GUARDED_BY it. One word, not a std::mutex's
-  // 40 bytes (docs/benchmarks.md, "Memory per job"): its critical sections are a few stores, and no
-  // condition variable waits on it. Here, among the four-byte fields, for
-  // the layout (the annotations above may name a member declared later).
+  // The fields of four bytes and of one, together after everything wider,
+  // so no padding falls between them (docs/benchmarks.md, "Memory per
+  // job"). Each is initialised by default or by the constructor from its
+  // parameters, never from another member.
+  // mu_ also serialises the finishers (inv 1); outcome_ is written under it
+  // but read without it once final() (inv 2), so it is not GUARDED_BY it.
+  // One word, not a std::mutex's 40 bytes (docs/benchmarks.md, "Memory per
+  // job"): its critical sections are a few stores, and no condition variable
+  // waits on it. Here, among the four-byte fields, for the layout (the
+  // annotations above may name a member declared later).
   mutable WordMutex mu_;
   mutable std::atomic<std::uint32_t> group_readers_{0};  // (inv 6)
   // (inv 4) The references: JobPtr's, and the task's (hold_for_task).

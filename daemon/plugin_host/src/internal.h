@@ -5,7 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +87,9 @@ struct tpool_job {
   std::size_t attempted_output = 0;  // the total size the handler tried to reach
   std::string message;
   // Child results stay here until the handler returns (tpool_child_result's
-  // pointers point into them); a deque keeps earlier batches in place.
-  std::deque<std::vector<tpool::plugin_host::InvokeResult>> children;
+  // pointers point into them); a list keeps earlier batches in place and,
+  // unlike a deque, allocates nothing while empty: a std::deque's
+  // constructor allocates its map and a first 512-byte node, two mallocs per
+  // call for the handlers (nearly all) that run no children (issue 19).
+  std::list<std::vector<tpool::plugin_host::InvokeResult>> children;
 };

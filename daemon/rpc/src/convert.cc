@@ -102,17 +102,42 @@ tpool::v1::Lane to_proto(Lane lane) noexcept {
   return lane == Lane::kBlocking ? tpool::v1::LANE_BLOCKING : tpool::v1::LANE_DEFAULT;
 }
 
+ResultFields result_fields(const engine::Job& job, std::string_view replica) {
+  ResultFields f;
+  f.job_id = job.id();
+  f.replica = replica;
+  f.state = to_proto(job.state());
+  f.output = job.output();
+  f.message = job.message();
+  f.tag = job.tag();
+  f.wait_us = static_cast<std::uint64_t>(job.wait_time().count());
+  f.run_us = static_cast<std::uint64_t>(job.run_time().count());
+  f.attempts = job.attempts();
+  return f;
+}
+
 void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::JobResult& out) {
-  out.set_job_id(job.id());
+  const ResultFields f = result_fields(job, replica);
+  out.set_job_id(f.job_id);
   out.set_replica(replica);
-  out.set_state(to_proto(job.state()));
-  const std::string_view output = job.output(), message = job.message();
-  out.set_output(output.data(), output.size());
-  out.set_message(message.data(), message.size());
-  out.set_tag(job.tag());
-  out.set_wait_us(static_cast<std::uint64_t>(job.wait_time().count()));
-  out.set_run_us(static_cast<std::uint64_t>(job.run_time().count()));
-  out.set_attempts(job.attempts());
+  out.set_state(f.state);
+  // assign, not set_output(data, size): protobuf 3.21's set_X(const char*,
+  // size_t) builds a temporary std::string first (a malloc past 15 bytes);
+  // an empty one stays the default (no string made for it).
+  if (f.output.empty()) {
+    out.clear_output();
+  } else {
+    out.mutable_output()->assign(f.output);
+  }
+  if (f.message.empty()) {
+    out.clear_message();
+  } else {
+    out.mutable_message()->assign(f.message);
+  }
+  out.set_tag(f.tag);
+  out.set_wait_us(f.wait_us);
+  out.set_run_us(f.run_us);
+  out.set_attempts(f.attempts);
 }
 
 grpc::StatusCode code_of(Refusal r) noexcept {

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "parse.h"
 #include "tpool/engine/engine.h"
 #include "tpool/v1/jobs.pb.h"
 
@@ -45,7 +47,12 @@ inline std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
 tpool::v1::JobState to_proto(engine::JobState s) noexcept;
 tpool::v1::Lane to_proto(Lane lane) noexcept;
 
-// A final job as a JobResult; replica: the serving replica's id.
+// A final job's result fields (views into job and replica, valid while both
+// are); replica: the serving replica's id. The one place that says what a
+// job's JobResult holds: fill_result sets these, the Stream encodes them
+// (parse.h, batch_entry).
+ResultFields result_fields(const engine::Job& job, std::string_view replica);
+// A final job as a JobResult.
 void fill_result(const engine::Job& job, const std::string& replica, tpool::v1::JobResult& out);
 
 // ---- The one table of gRPC status codes (docs/api.md, "Status codes") ----

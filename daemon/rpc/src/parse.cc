@@ -2,6 +2,7 @@
 // that names an unparsable unary request (parse.h).
 #include "parse.h"
 
+#include <cassert>
 #include <cstring>
 
 #include <google/protobuf/descriptor.h>
@@ -49,6 +50,94 @@ std::string batch_entry(const tpool::v1::JobResult& r) {
   return entry;
 }
 
+namespace {
+
+using google::protobuf::io::CodedOutputStream;
+
+// JobResult's fields on the wire (jobs.proto): every tag fits one byte.
+enum : std::uint8_t {
+  kVarint = 0,
+  kLengthDelimited = 2,
+};
+constexpr std::uint8_t tag_of(int field, std::uint8_t wire) {
+  return static_cast<std::uint8_t>((field << 3) | wire);
+}
+
+// An int32 or enum value as protobuf writes it: a negative one sign-extended
+// to ten bytes.
+constexpr std::uint64_t as_varint(std::int32_t v) {
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(v));
+}
+
+std::size_t varint_field(std::uint64_t v) {  // proto3: zero is omitted
+  return v == 0 ? 0 : 1 + CodedOutputStream::VarintSize64(v);
+}
+std::size_t bytes_field(std::string_view s) {  // ... and so is an empty string
+  return s.empty()
+             ? 0
+             : 1 + CodedOutputStream::VarintSize32(static_cast<std::uint32_t>(s.size())) + s.size();
+}
+
+std::size_t result_bytes(const ResultFields& f) {
+  return varint_field(f.job_id) + varint_field(as_varint(f.state)) + bytes_field(f.output) +
+         bytes_field(f.message) + varint_field(f.tag) + varint_field(as_varint(f.code)) +
+         varint_field(f.wait_us) + varint_field(f.run_us) + bytes_field(f.replica) +
+         varint_field(f.attempts);
+}
+
+std::uint8_t* put_varint(std::uint8_t* p, int field, std::uint64_t v) {
+  if (v == 0) return p;
+  *p++ = tag_of(field, kVarint);
+  return CodedOutputStream::WriteVarint64ToArray(v, p);
+}
+std::uint8_t* put_bytes(std::uint8_t* p, int field, std::string_view s) {
+  if (s.empty()) return p;
+  *p++ = tag_of(field, kLengthDelimited);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<std::uint32_t>(s.size()), p);
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+std::string too_large_sentence(std::uint64_t size, std::uint64_t max_bytes) {
+  return "the job's result is " + std::to_string(size) +
+         " bytes, more than one reply may hold (server.max_message_bytes = " +
+         std::to_string(max_bytes) +
+         "); its output was dropped: make the output smaller, or raise "
+         "server.max_message_bytes (and keep server.max_output_bytes 16 KiB below it)";
+}
+
+}  // namespace
+
+std::string batch_entry(ResultFields f, std::uint64_t max_bytes) {
+  std::size_t size = result_bytes(f);
+  std::string sentence;
+  if (size + 6 > max_bytes) {  // fit_result's test: batch_entry_bytes is the size + 6
+    sentence = too_large_sentence(size + 6, max_bytes);
+    f.output = {};
+    f.state = tpool::v1::JOB_STATE_FAILED;
+    f.message = sentence;
+    size = result_bytes(f);
+  }
+  const auto size32 = static_cast<std::uint32_t>(size);  // below max_bytes, so far below 4 GiB
+  std::string entry(1 + CodedOutputStream::VarintSize32(size32) + size, '\0');
+  auto* p = reinterpret_cast<std::uint8_t*>(entry.data());
+  *p++ = kResultsFieldTag;
+  p = CodedOutputStream::WriteVarint32ToArray(size32, p);
+  // In field-number order, as protobuf serializes.
+  p = put_varint(p, 1, f.job_id);
+  p = put_varint(p, 2, as_varint(f.state));
+  p = put_bytes(p, 3, f.output);
+  p = put_bytes(p, 4, f.message);
+  p = put_varint(p, 5, f.tag);
+  p = put_varint(p, 6, as_varint(f.code));
+  p = put_varint(p, 7, f.wait_us);
+  p = put_varint(p, 8, f.run_us);
+  p = put_bytes(p, 9, f.replica);
+  p = put_varint(p, 10, f.attempts);
+  assert(p == reinterpret_cast<std::uint8_t*>(entry.data()) + entry.size());
+  return entry;
+}
+
 void retag_entry(std::string& entry, std::uint64_t tag) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(entry.data()),
                                             static_cast<int>(entry.size()));
@@ -81,11 +170,7 @@ bool fit_result(tpool::v1::JobResult& r, std::uint64_t max_bytes) {
   if (size <= max_bytes) return false;
   r.clear_output();
   r.set_state(tpool::v1::JOB_STATE_FAILED);
-  r.set_message("the job's result is " + std::to_string(size) +
-                " bytes, more than one reply may hold (server.max_message_bytes = " +
-                std::to_string(max_bytes) +
-                "); its output was dropped: make the output smaller, or raise "
-                "server.max_message_bytes (and keep server.max_output_bytes 16 KiB below it)");
+  r.set_message(too_large_sentence(size, max_bytes));
   return true;
 }
 

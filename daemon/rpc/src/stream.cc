@@ -95,7 +95,8 @@
 //       (to_spec, the tags), so nothing outlives its message.
 //  (S13) A result is serialized once, where it is made: job_done turns it
 //       into its ResultBatch entry (batch_entry: field 1's tag, the length,
-//       the JobResult's bytes) on the worker that ended the job, and the
+//       the JobResult's bytes, written from the job's fields without a
+//       JobResult message) on the worker that ended the job, and the
 //       entry is what waits in ended_ and pending_ and counts its exact size
 //       (S3, S6, S8). A reply is its entries one after the other, copied
 //       into one slice (join_entries), which is a valid ResultBatch: the
@@ -283,15 +284,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // so workers ending jobs of one stream do not queue on mu_ one job each.
   static void job_done(void* user, engine::Job& job) {
     auto* self = static_cast<StreamReactor*>(user);
-    // (S13) The result is built in this thread's scratch message (its
-    // strings keep their memory from one job to the next) and leaves as its
-    // entry's bytes.
-    thread_local tpool::v1::JobResult scratch;
-    scratch.Clear();
-    fill_result(job, self->svc_.replica(), scratch);
-    fit_result(scratch, self->svc_.limits().max_message_bytes);  // (S6)
-    auto* node = new Ended{batch_entry(scratch), job.id(), nullptr};
-    if (scratch.output().size() > kScratchKeepBytes) scratch = tpool::v1::JobResult();
+    // (S13) The result goes straight from the job's fields to its entry's
+    // bytes (no JobResult built); (S6) one too large for a reply becomes
+    // fit_result's FAILED result there.
+    auto* node = new Ended{batch_entry(result_fields(job, self->svc_.replica()),
+                                       self->svc_.limits().max_message_bytes),
+                           job.id(), nullptr};
     // (S5) release: publishes the node and its result; pairs with the
     // acquire exchange in drain_ended.
     Ended* head = self->ended_.load(std::memory_order_relaxed);
@@ -315,10 +313,6 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   struct Unsent {
     std::string entry;
   };
-  // (S13) A worker's scratch result keeps at most this much output memory
-  // between jobs (picked by hand: the usual result, not the rare large one).
-  static constexpr std::size_t kScratchKeepBytes = 64 * 1024;
-
   std::uint64_t unsent() const REQUIRES(mu_) { return pending_.size() + out_count_; }
 
   // (S9) The one way state_ changes.

@@ -387,6 +387,101 @@ TEST(ResultEntries, JoinedEntriesAreTheResultBatchOfTheirResults) {
   EXPECT_EQ(got.SerializeAsString(), expected.SerializeAsString());
 }
 
+// The Stream writes its entries from a result's fields (parse.h, batch_entry
+// of ResultFields) instead of through a JobResult: the bytes are protobuf's
+// own for every field at zero, at one-byte and at multi-byte values (an
+// int32 code and an enum below zero are ten bytes), in any combination
+// taken here; and the encoder writes exactly the fields JobResult has, so a
+// field added to jobs.proto fails this test until the encoder writes it.
+TEST(ResultEntries, AnEntryWrittenFromFieldsIsProtobufsOwnBytes) {
+  const auto* d = tpool::v1::JobResult::descriptor();
+  using FD = google::protobuf::FieldDescriptor;
+  const std::map<int, std::pair<std::string, FD::Type>> written = {
+      {1, {"job_id", FD::TYPE_UINT64}},  {2, {"state", FD::TYPE_ENUM}},
+      {3, {"output", FD::TYPE_BYTES}},   {4, {"message", FD::TYPE_STRING}},
+      {5, {"tag", FD::TYPE_UINT64}},     {6, {"code", FD::TYPE_INT32}},
+      {7, {"wait_us", FD::TYPE_UINT64}}, {8, {"run_us", FD::TYPE_UINT64}},
+      {9, {"replica", FD::TYPE_STRING}}, {10, {"attempts", FD::TYPE_UINT32}}};
+  ASSERT_EQ(static_cast<std::size_t>(d->field_count()), written.size())
+      << "JobResult gained a field: write it in parse.cc's batch_entry(ResultFields) and here";
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FD* fd = d->field(i);
+    const auto it = written.find(fd->number());
+    ASSERT_NE(it, written.end()) << fd->name();
+    EXPECT_EQ(fd->name(), it->second.first);
+    EXPECT_EQ(fd->type(), it->second.second) << fd->name();
+    EXPECT_FALSE(fd->is_repeated()) << fd->name();
+  }
+
+  const std::uint64_t u64s[] = {0, 1, 127, 128, 300, 1ull << 35, ~0ull};
+  const std::int32_t i32s[] = {0, 5, 200, -1, INT32_MIN};
+  const std::string strings[] = {"", "x", std::string(127, 'o'), std::string(200, 'p')};
+  int cases = 0;
+  for (std::size_t k = 0; k < 7 * 5 * 4; ++k) {
+    ResultFields f;
+    const std::uint64_t u = u64s[k % 7];
+    const std::int32_t i = i32s[k % 5];
+    const std::string& str = strings[k % 4];
+    const std::string& other = strings[(k / 4) % 4];
+    f.job_id = u;
+    f.state = static_cast<tpool::v1::JobState>(i % 7 == 0 ? i : k % 7);
+    f.output = str;
+    f.message = other;
+    f.tag = u64s[(k + 3) % 7];
+    f.code = i;
+    f.wait_us = u64s[(k + 1) % 7];
+    f.run_us = u64s[(k + 5) % 7];
+    f.replica = other;
+    f.attempts = static_cast<std::uint32_t>(u64s[(k + 2) % 7]);
+    tpool::v1::JobResult r;
+    r.set_job_id(f.job_id);
+    r.set_state(f.state);
+    r.set_output(std::string(f.output));
+    r.set_message(std::string(f.message));
+    r.set_tag(f.tag);
+    r.set_code(f.code);
+    r.set_wait_us(f.wait_us);
+    r.set_run_us(f.run_us);
+    r.set_replica(std::string(f.replica));
+    r.set_attempts(f.attempts);
+    ASSERT_EQ(batch_entry(f, 1u << 20), batch_entry(r)) << "case " << k;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 140);
+}
+
+// A result whose entry would not fit in a reply is written as fit_result
+// makes it: FAILED, its output dropped, the sentence that says so.
+TEST(ResultEntries, AnEntryTooLargeForAReplyIsTheFailedResultFitResultMakes) {
+  const std::string big(5000, 'b');
+  ResultFields f;
+  f.job_id = 42;
+  f.state = tpool::v1::JOB_STATE_SUCCEEDED;
+  f.output = big;
+  f.tag = 9;
+  f.replica = "r1";
+  tpool::v1::JobResult r;
+  r.set_job_id(42);
+  r.set_state(tpool::v1::JOB_STATE_SUCCEEDED);
+  r.set_output(big);
+  r.set_tag(9);
+  r.set_replica("r1");
+  ASSERT_TRUE(fit_result(r, 4096));
+  const std::string entry = batch_entry(f, 4096);
+  EXPECT_EQ(entry, batch_entry(r));
+  EXPECT_NE(r.message().find("more than one reply may hold"), std::string::npos) << r.message();
+  // At 8 KiB it fits: the result is as it was.
+  const std::vector<std::string> kept = {batch_entry(f, 8192)};
+  grpc::ByteBuffer bytes;
+  join_entries(kept, bytes);
+  tpool::v1::ResultBatch got;
+  ASSERT_TRUE(parse_bytes(bytes, got));
+  ASSERT_EQ(got.results_size(), 1);
+  EXPECT_EQ(got.results(0).state(), tpool::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(got.results(0).output(), big);
+  EXPECT_EQ(got.results(0).message(), "");
+}
+
 // RequestClock::read puts the call's deadline on the steady clock, as far
 // from its steady reading as the deadline is from its system reading.
 TEST(RpcToSpec, ACallsDeadlineIsCarriedOverToTheSteadyClock) {

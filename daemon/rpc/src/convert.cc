@@ -20,9 +20,9 @@ RequestClock RequestClock::read(std::chrono::system_clock::time_point call_deadl
   return c;
 }
 
-std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req, const RequestClock& clock,
+std::optional<engine::Error> to_spec(const RequestFields& req, const RequestClock& clock,
                                      bool retain, engine::JobSpec& spec) {
-  switch (req.lane()) {
+  switch (req.lane) {
     case tpool::v1::LANE_UNSPECIFIED:
       spec.lane = engine::LaneChoice::kHandlerHint;
       break;
@@ -34,43 +34,47 @@ std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req, const Req
       break;
     default:
       return engine::Error{ErrorCode::kInvalidArgument,
-                           "lane " + std::to_string(req.lane()) +
+                           "lane " + std::to_string(req.lane) +
                                " is not valid; use LANE_UNSPECIFIED (0), LANE_DEFAULT (1) or "
                                "LANE_BLOCKING (2)"};
   }
-  spec.handler = req.handler();
-  spec.payload = req.payload();
-  spec.idempotency_key = req.idempotency_key();
-  spec.labels.assign(req.labels().begin(), req.labels().end());
+  spec.handler = req.handler;
+  spec.payload = req.payload;
+  spec.idempotency_key = req.idempotency_key;
+  if (req.labels != nullptr) {
+    spec.labels.assign(req.labels->begin(), req.labels->end());
+  } else {
+    spec.labels.clear();
+  }
   spec.retain = retain;
-  spec.tag = req.tag();
+  spec.tag = req.tag;
   // The engine refuses it without a store (kFailedPrecondition, naming
   // [store] path) and ORs in the [store] defaults.
-  spec.durable = req.durable();
-  spec.max_attempts = req.max_attempts();  // 0: the handler's default (the engine's)
-  spec.backoff_base = std::chrono::milliseconds(req.backoff_base_ms());
-  spec.backoff_cap = std::chrono::milliseconds(req.backoff_cap_ms());
-  if (req.delay_ms() != 0 && req.not_before_unix_ms() != 0) {
+  spec.durable = req.durable;
+  spec.max_attempts = req.max_attempts;  // 0: the handler's default (the engine's)
+  spec.backoff_base = std::chrono::milliseconds(req.backoff_base_ms);
+  spec.backoff_cap = std::chrono::milliseconds(req.backoff_cap_ms);
+  if (req.delay_ms != 0 && req.not_before_unix_ms != 0) {
     return engine::Error{ErrorCode::kInvalidArgument,
                          "the request sets both delay_ms and not_before_unix_ms; set one"};
   }
   // Clamped to ~100 years so the arithmetic cannot overflow; the engine
   // refuses more than its max_delay with the value.
   constexpr std::uint64_t kMaxMs = 3'000'000'000'000ull;
-  if (req.delay_ms() != 0) {
-    spec.delay = std::chrono::milliseconds(std::min<std::uint64_t>(req.delay_ms(), kMaxMs));
-  } else if (req.not_before_unix_ms() != 0) {
+  if (req.delay_ms != 0) {
+    spec.delay = std::chrono::milliseconds(std::min<std::uint64_t>(req.delay_ms, kMaxMs));
+  } else if (req.not_before_unix_ms != 0) {
     const auto now_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.system.time_since_epoch())
             .count();
     const auto at =
-        static_cast<std::int64_t>(std::min<std::uint64_t>(req.not_before_unix_ms(), kMaxMs));
+        static_cast<std::int64_t>(std::min<std::uint64_t>(req.not_before_unix_ms, kMaxMs));
     spec.delay = std::chrono::milliseconds(std::max<std::int64_t>(0, at - now_ms));
   }
   auto deadline = std::chrono::steady_clock::time_point::max();
-  if (req.timeout_ms() != 0) {
+  if (req.timeout_ms != 0) {
     // Clamp to ~100 years so the addition cannot overflow.
-    std::uint64_t ms = std::min<std::uint64_t>(req.timeout_ms(), 3'000'000'000'000ull);
+    std::uint64_t ms = std::min<std::uint64_t>(req.timeout_ms, 3'000'000'000'000ull);
     deadline = clock.steady + std::chrono::milliseconds(ms);
     spec.timeout = std::chrono::milliseconds(ms);  // kept for a durable job's replay
   }

@@ -35,8 +35,13 @@ struct RequestClock {
 // Fills spec from req; the job's deadline is the earlier of req.timeout_ms and
 // the call's deadline, both counted from `clock`. An error for a lane outside
 // the enum, or for both delay_ms and not_before_unix_ms set.
-std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req, const RequestClock& clock,
+std::optional<engine::Error> to_spec(const RequestFields& req, const RequestClock& clock,
                                      bool retain, engine::JobSpec& spec);
+inline std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
+                                            const RequestClock& clock, bool retain,
+                                            engine::JobSpec& spec) {
+  return to_spec(request_fields(req), clock, retain, spec);
+}
 // The same for a request of one job: reads the clocks itself.
 inline std::optional<engine::Error> to_spec(const tpool::v1::JobRequest& req,
                                             std::chrono::system_clock::time_point call_deadline,

@@ -4,6 +4,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <limits>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -48,6 +49,137 @@ std::string batch_entry(const tpool::v1::JobResult& r) {
   p = CodedOutputStream::WriteVarint32ToArray(size, p);
   r.SerializeWithCachedSizesToArray(p);  // the sizes ByteSizeLong just cached
   return entry;
+}
+
+RequestFields request_fields(const tpool::v1::JobRequest& r) {
+  RequestFields f;
+  f.handler = r.handler();
+  f.payload = r.payload();
+  f.idempotency_key = r.idempotency_key();
+  f.labels = r.labels().empty() ? nullptr : &r.labels();
+  f.lane = r.lane();
+  f.timeout_ms = r.timeout_ms();
+  f.tag = r.tag();
+  f.max_attempts = r.max_attempts();
+  f.backoff_base_ms = r.backoff_base_ms();
+  f.backoff_cap_ms = r.backoff_cap_ms();
+  f.delay_ms = r.delay_ms();
+  f.not_before_unix_ms = r.not_before_unix_ms();
+  f.durable = r.durable();
+  return f;
+}
+
+namespace {
+
+// JobBatch.jobs: field 1, wire type 2.
+constexpr std::uint8_t kJobsFieldTag = (1 << 3) | 2;
+
+// A varint as protobuf reads one (overlong forms included), of at most 64
+// bits: false when it is cut short or longer than ten bytes, or its tenth
+// byte holds more than the 64th bit (protobuf's own answer to those is left
+// to protobuf).
+bool read_varint(const std::uint8_t*& p, const std::uint8_t* end, std::uint64_t& v) {
+  std::uint64_t r = 0;
+  for (int i = 0; i < 10 && p != end; ++i) {
+    const std::uint8_t b = *p++;
+    if (i == 9 && b > 1) return false;
+    r |= static_cast<std::uint64_t>(b & 0x7f) << (7 * i);
+    if (b < 0x80) {
+      v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_ascii(std::string_view s) {
+  for (const char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
+// One JobRequest in [p, end) in parse_plain_batch's plain form; false for
+// anything else (the caller then leaves the message to protobuf).
+bool parse_plain_request(const std::uint8_t* p, const std::uint8_t* end, RequestFields& f) {
+  std::uint32_t seen = 0;  // a field twice (protobuf: the last wins) is left to protobuf
+  while (p != end) {
+    const std::uint8_t tag = *p++;
+    if (tag >= 0x80) return false;  // a tag past one byte: no field of JobRequest
+    const int field = tag >> 3;
+    const int wire = tag & 7;
+    if (field < 1 || field > 13 || field == 6) return false;  // 6: labels, a map
+    if ((seen & (1u << field)) != 0) return false;
+    seen |= 1u << field;
+    const bool length_delimited = field == 1 || field == 2 || field == 5;
+    if (wire != (length_delimited ? 2 : 0)) return false;
+    std::uint64_t v = 0;
+    if (!read_varint(p, end, v)) return false;
+    if (length_delimited) {
+      if (v > static_cast<std::uint64_t>(end - p)) return false;
+      const std::string_view s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(v));
+      p += v;
+      if (field == 2) {
+        f.payload = s;  // bytes: any
+      } else if (!is_ascii(s)) {
+        return false;  // a string field: protobuf checks its UTF-8
+      } else {
+        (field == 1 ? f.handler : f.idempotency_key) = s;
+      }
+      continue;
+    }
+    constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+    switch (field) {
+      case 3:  // an int32 enum: a negative value is ten bytes, left to protobuf
+        if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) return false;
+        f.lane = static_cast<std::int32_t>(v);
+        break;
+      case 4:
+        f.timeout_ms = v;
+        break;
+      case 7:
+        f.tag = v;
+        break;
+      case 8:
+      case 9:
+      case 10: {
+        if (v > kU32) return false;  // protobuf keeps the low 32 bits: left to it
+        const auto u = static_cast<std::uint32_t>(v);
+        (field == 8 ? f.max_attempts : field == 9 ? f.backoff_base_ms : f.backoff_cap_ms) = u;
+        break;
+      }
+      case 11:
+        f.delay_ms = v;
+        break;
+      case 12:
+        f.not_before_unix_ms = v;
+        break;
+      default:  // 13, durable: a bool
+        if (v > 1) return false;
+        f.durable = v == 1;
+        break;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_plain_batch(std::string_view bytes, std::vector<RequestFields>& out) {
+  const std::size_t before = out.size();
+  const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data());
+  const auto* const end = p + bytes.size();
+  while (p != end) {
+    std::uint64_t size = 0;
+    if (*p++ != kJobsFieldTag || !read_varint(p, end, size) ||
+        size > static_cast<std::uint64_t>(end - p) ||
+        !parse_plain_request(p, p + size, out.emplace_back())) {
+      out.resize(before);
+      return false;
+    }
+    p += size;
+  }
+  return true;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tpool/v1/jobs.pb.h"
 
@@ -28,6 +29,41 @@ grpc::Status unparsable_request(const std::string& type_name);
 // The bytes a result takes as one entry of a ResultBatch: its own size plus
 // the field's tag and length prefix (at most 6 bytes).
 std::uint64_t batch_entry_bytes(const tpool::v1::JobResult& r);
+
+// One JobRequest's fields as views: into an upstream message's own bytes
+// (parse_plain_batch) or into a parsed JobRequest (request_fields). to_spec
+// (convert.h) reads them, whichever way they were parsed.
+struct RequestFields {
+  std::string_view handler;
+  std::string_view payload;
+  std::string_view idempotency_key;
+  // Only a parsed JobRequest has labels: parse_plain_batch leaves a message
+  // with labels to protobuf.
+  const google::protobuf::Map<std::string, std::string>* labels = nullptr;
+  std::int32_t lane = 0;
+  std::uint64_t timeout_ms = 0;
+  std::uint64_t tag = 0;
+  std::uint32_t max_attempts = 0;
+  std::uint32_t backoff_base_ms = 0;
+  std::uint32_t backoff_cap_ms = 0;
+  std::uint64_t delay_ms = 0;
+  std::uint64_t not_before_unix_ms = 0;
+  bool durable = false;
+};
+RequestFields request_fields(const tpool::v1::JobRequest& r);
+
+// The Stream's parse of an upstream JobBatch without protobuf's message
+// objects (issue 19: protobuf's parse, its arena strings and to_spec's copies
+// were ~1,900 instructions per Stream job). It reads the plain form every
+// client sends: each JobRequest's fields at most once each, in one-byte tags,
+// with their own wire types, handler and idempotency_key in ASCII, lane and
+// the uint32 fields in range, durable 0 or 1, and no labels. For such bytes
+// it appends one RequestFields per job to out, viewing into bytes, and returns
+// true: exactly the fields protobuf's parse would give (tests/unit/rpc and
+// the job_request fuzz target check it against protobuf). For anything else,
+// valid or not, it returns false (out as it was) and the caller parses with
+// protobuf, which decides: this never rejects what protobuf accepts.
+bool parse_plain_batch(std::string_view bytes, std::vector<RequestFields>& out);
 
 // A JobResult's fields as views: what fill_result (convert.h) sets, and what
 // the Stream encodes without building the message (batch_entry below).

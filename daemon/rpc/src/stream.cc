@@ -82,15 +82,19 @@
 //       new Caller decides this message's items and the next ones (a changed
 //       handler allow-list applies at once). Checked per message, not per
 //       item: a message is what a client sends at once.
-//  (S12) Upstream messages are parsed onto two protobuf Arenas in turn
-//       (issue 19: a message's JobRequests and their strings in a few
-//       blocks, not a few heap allocations and frees per job). in_ lives on
-//       one; a read parses into the other (read_arena_), which nothing
-//       refers to: the OnReadDone that made in_ the current message, in the
-//       same critical section, flipped read_arena_ to the previous message's
-//       arena and reset it. Any thread may start the next read (a pump that
+//  (S12) Upstream messages are read into two slots in turn, each a block
+//       of the message's bytes, its items' fields and a protobuf Arena
+//       (issue 19): the plain form every client sends is read in place
+//       (parse_plain_batch: the fields view into the bytes, no message
+//       object, no string copied), anything else is parsed by protobuf on
+//       the slot's arena (a message's JobRequests and their strings in a few
+//       blocks) and viewed there. in_ is one slot's items; a read parses
+//       into the other (read_arena_), which nothing refers to: the
+//       OnReadDone that made in_ the current message, in the same critical
+//       section, flipped read_arena_ to the previous message's slot and
+//       reset it. Any thread may start the next read (a pump that
 //       empties in_ from a job's end or a written reply), but only under mu_
-//       after that, so the parse always finds its arena reset and unused
+//       after that, so the parse always finds its slot reset and unused
 //       (S2: one read at a time). What pump_locked takes from in_ it copies
 //       (to_spec, the tags), so nothing outlives its message.
 //  (S13) A result is serialized once, where it is made: job_done turns it
@@ -172,19 +176,18 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void OnReadDone(bool ok) override {
     // (S2) in_bytes_ is ours until the next StartRead: parse outside mu_,
     // (S12) onto the arena nothing refers to.
-    google::protobuf::Arena* arena = nullptr;
+    int slot = 0;
     {
       tpool::MutexLock lock(mu_);
-      arena = &arenas_[read_arena_];
+      slot = read_arena_;
     }
-    JobBatch* batch = google::protobuf::Arena::CreateMessage<JobBatch>(arena);
-    const bool parsed = ok && parse_bytes(in_bytes_, *batch);
+    const bool parsed = ok && read_items(slot);
     bool took = false;
     Actions a;
     {
       tpool::MutexLock lock(mu_);  // (S1)
       next_item_ = 0;
-      in_ = &JobBatch::default_instance();
+      in_ = &kNoItems;
       if (state_ == StreamState::kGoneReading) {
         transition(StreamState::kGoneReading, StreamState::kGone);  // nobody reads the results
       } else if (!ok) {                                             // the client half-closed
@@ -212,19 +215,54 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                 "read: send the rest on a new call with valid credentials");
       } else {
         ++messages_read_;
-        in_ = batch;
+        in_ = &items_[slot];
         took = true;
-        // (S12) The message before it is referenced no more: its arena is
+        // (S12) The message before it is referenced no more: its slot is
         // reset and takes the next read, before anything here can start one.
         read_arena_ ^= 1;
-        arenas_[read_arena_].Reset();
+        reset_slot(read_arena_);
         transition(StreamState::kReading, StreamState::kHeld);
         pump_locked();
       }
       decide_locked(a);
     }
-    if (!took) arena->Reset();  // (S12) not taken: this message goes
+    if (!took) reset_slot(slot);  // (S12) not taken: this message goes
     act(a);
+  }
+
+  // (S12) The read's message into slot's items: its bytes copied into one
+  // block, then parse_plain_batch's views into them, or protobuf's parse on
+  // the slot's arena (anything but the plain form: parse.h) and views into
+  // that. False if the bytes are not a JobBatch (S7). Consumes in_bytes_.
+  bool read_items(int slot) {
+    std::string& bytes = bytes_[slot];
+    std::vector<RequestFields>& items = items_[slot];
+    std::vector<grpc::Slice> slices;
+    if (!in_bytes_.Dump(&slices).ok()) return false;
+    in_bytes_.Clear();
+    std::size_t total = 0;
+    for (const grpc::Slice& sl : slices) total += sl.size();
+    bytes.clear();
+    bytes.reserve(total);
+    for (const grpc::Slice& sl : slices) {
+      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    if (parse_plain_batch(bytes, items)) return true;
+    auto* batch = google::protobuf::Arena::CreateMessage<JobBatch>(&arenas_[slot]);
+    if (!batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return false;
+    items.reserve(static_cast<std::size_t>(batch->jobs_size()));
+    for (const tpool::v1::JobRequest& r : batch->jobs()) items.push_back(request_fields(r));
+    return true;
+  }
+
+  // (S12) A slot nothing refers to, made ready for the next read; a large
+  // message's memory is given back rather than kept for the stream's life.
+  void reset_slot(int slot) {
+    arenas_[slot].Reset();
+    items_[slot].clear();
+    if (items_[slot].capacity() > kKeepItems) std::vector<RequestFields>().swap(items_[slot]);
+    bytes_[slot].clear();
+    if (bytes_[slot].capacity() > kKeepBytes) std::string().swap(bytes_[slot]);
   }
 
   void OnWriteDone(bool ok) override {
@@ -379,14 +417,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // batch (one handler lookup per name, one pool submit_batch).
   void pump_locked() REQUIRES(mu_) {
     if (client_gone(state_)) {  // nobody will read the results
-      next_item_ = in_->jobs_size();
+      next_item_ = static_cast<int>(in_->size());
       return;
     }
-    while (next_item_ < in_->jobs_size() && state_ == StreamState::kHeld) {
+    while (next_item_ < static_cast<int>(in_->size()) && state_ == StreamState::kHeld) {
       const std::uint64_t room = room_locked();
       if (room == 0) return;
       const int end = static_cast<int>(std::min<std::uint64_t>(
-          static_cast<std::uint64_t>(in_->jobs_size()),
+          static_cast<std::uint64_t>(in_->size()),
           static_cast<std::uint64_t>(next_item_) + std::min<std::uint64_t>(room, 1u << 20)));
       specs_.clear();
       int bad = -1;  // an item that does not translate, or is not allowed, ends the run
@@ -396,14 +434,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       // message's jobs, not one per job (issue 19).
       const RequestClock clock = RequestClock::read(ctx_->deadline());
       for (int i = next_item_; i < end; ++i) {
-        denied =
-            admission_.caller.handler_refusal(security::Method::kStream, in_->jobs(i).handler());
+        denied = admission_.caller.handler_refusal(security::Method::kStream,
+                                                   (*in_)[static_cast<std::size_t>(i)].handler);
         if (!denied.empty()) {
           bad = i;
           break;
         }
         engine::JobSpec& spec = specs_.emplace_back();
-        bad_err = to_spec(in_->jobs(i), clock, false, spec);
+        bad_err = to_spec((*in_)[static_cast<std::size_t>(i)], clock, false, spec);
         if (bad_err) {
           specs_.pop_back();
           bad = i;
@@ -420,19 +458,19 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       for (std::size_t k = 0; k < consumed; ++k) {
         engine::Engine::SubmitResult& r = results_[k];
         if (!r.ok()) {
-          add_error(in_->jobs(next_item_ + static_cast<int>(k)).tag(), *r.error);
+          add_error((*in_)[static_cast<std::size_t>(next_item_) + k].tag, *r.error);
         } else if (r.value.will_notify) {
           ++in_flight_;
           refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) the job's; job_done drops it
           if (r.value.deduplicated) {  // (S10) its result will carry this item's tag
             dedup_tags_.emplace(r.value.job->id(),
-                                in_->jobs(next_item_ + static_cast<int>(k)).tag());
+                                (*in_)[static_cast<std::size_t>(next_item_) + k].tag);
           }
         } else {  // a deduplicated job that had already ended
           tpool::v1::JobResult res;
           fill_result(*r.value.job, svc_.replica(), res);
-          res.set_tag(in_->jobs(next_item_ + static_cast<int>(k)).tag());  // (S10)
-          fit_result(res, svc_.limits().max_message_bytes);                // (S6)
+          res.set_tag((*in_)[static_cast<std::size_t>(next_item_) + k].tag);  // (S10)
+          fit_result(res, svc_.limits().max_message_bytes);                   // (S6)
           add_pending_locked(res);
         }
         r = {};
@@ -452,9 +490,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       if (bad >= 0) {
         if (!denied.empty()) {
-          add_refusal(in_->jobs(bad).tag(), Refusal::kPermissionDenied, denied);
+          add_refusal((*in_)[static_cast<std::size_t>(bad)].tag, Refusal::kPermissionDenied,
+                      denied);
         } else {
-          add_error(in_->jobs(bad).tag(), *bad_err);
+          add_error((*in_)[static_cast<std::size_t>(bad)].tag, *bad_err);
         }
         ++next_item_;
       }
@@ -467,7 +506,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void refill_locked() REQUIRES(mu_) {
     const std::uint64_t window = svc_.limits().stream_window;
     const std::uint64_t waiting =
-        static_cast<std::uint64_t>(std::max(0, in_->jobs_size() - next_item_));
+        static_cast<std::uint64_t>(std::max(0, static_cast<int>(in_->size()) - next_item_));
     if (waiting == 0) return;
     const std::uint64_t used = std::min(window, in_flight_ + unsent());
     if (window - used >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
@@ -514,7 +553,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // What to start now (S1, S2, S9).
   void decide_locked(Actions& a) REQUIRES(mu_) {
     if (state_ == StreamState::kFinished) return;
-    const bool items_waiting = next_item_ < in_->jobs_size();
+    const bool items_waiting = next_item_ < static_cast<int>(in_->size());
     if (!writing_ && !client_gone(state_) && !pending_.empty()) {
       // (S6) Cut the message by bytes as well as by what is pending.
       const std::uint64_t cap = svc_.limits().max_message_bytes > kReplyHeadroomBytes
@@ -653,10 +692,20 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   grpc::ByteBuffer out_bytes_;            // (S2) ... and as gRPC writes it
 
   tpool::Mutex mu_;  // (S1) guards everything below
-  // The upstream message being submitted (S3), on arenas_[read_arena_ ^ 1]
-  // (S12), or the empty default instance.
-  const JobBatch* in_ GUARDED_BY(mu_) = &JobBatch::default_instance();
-  int read_arena_ GUARDED_BY(mu_) = 0;  // (S12) the arena the next read parses into
+  // The upstream message being submitted (S3): the items of slot
+  // read_arena_ ^ 1 (S12), or none.
+  const std::vector<RequestFields>* in_ GUARDED_BY(mu_) = &kNoItems;
+  int read_arena_ GUARDED_BY(mu_) = 0;  // (S12) the slot the next read parses into
+  // (S12) Each slot's message: its bytes, its items' fields (viewing into the
+  // bytes or into a JobBatch on the slot's arena). A slot is written only by
+  // the read that parses into it, outside mu_ (S2: one read at a time).
+  std::string bytes_[2];
+  std::vector<RequestFields> items_[2];
+  static inline const std::vector<RequestFields> kNoItems;
+  // What a reset slot keeps for the next message (a 1,000-job message of
+  // small jobs fits): more is given back.
+  static constexpr std::size_t kKeepBytes = 256 * 1024;
+  static constexpr std::size_t kKeepItems = 2048;
   // Scratch for pump_locked, kept to reuse their memory.
   std::vector<engine::JobSpec> specs_ GUARDED_BY(mu_);
   std::vector<engine::Engine::SubmitResult> results_ GUARDED_BY(mu_);

@@ -53,7 +53,10 @@
 //    of every message it read, ending OK, or INVALID_ARGUMENT after an
 //    unparsable message, or UNAVAILABLE when draining;
 //  - a spdlog critical line (stream.cc's illegal state transition, S9) is a
-//    finding.
+//    finding;
+//  - the Stream's plain parse (parse_plain_batch) reads the input's message
+//    bytes exactly as protobuf does, or leaves them to protobuf
+//    (check_plain_parse).
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/test/default_reactor_test_peer.h>
@@ -72,6 +75,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -623,8 +627,39 @@ void settle(Service& svc) {
 
 }  // namespace
 
+// The Stream's plain parse (parse.h, parse_plain_batch) against protobuf's,
+// on the input's message bytes as one JobBatch: when the plain parse reads
+// them, protobuf must accept them too and give every field the same value.
+static void check_plain_parse(std::string_view bytes) {
+  std::vector<tpool::rpc::RequestFields> items;
+  if (!tpool::rpc::parse_plain_batch(bytes, items)) {
+    if (!items.empty()) fail("parse_plain_batch: refused, but left items behind");
+    return;
+  }
+  v1::JobBatch batch;
+  if (!batch.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    fail("parse_plain_batch: read bytes that protobuf refuses");
+  }
+  if (items.size() != static_cast<std::size_t>(batch.jobs_size())) {
+    fail("parse_plain_batch: a different number of jobs than protobuf");
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const tpool::rpc::RequestFields& a = items[i];
+    const tpool::rpc::RequestFields b = tpool::rpc::request_fields(batch.jobs(static_cast<int>(i)));
+    if (a.handler != b.handler || a.payload != b.payload ||
+        a.idempotency_key != b.idempotency_key || a.labels != nullptr || b.labels != nullptr ||
+        a.lane != b.lane || a.timeout_ms != b.timeout_ms || a.tag != b.tag ||
+        a.max_attempts != b.max_attempts || a.backoff_base_ms != b.backoff_base_ms ||
+        a.backoff_cap_ms != b.backoff_cap_ms || a.delay_ms != b.delay_ms ||
+        a.not_before_unix_ms != b.not_before_unix_ms || a.durable != b.durable) {
+      fail("parse_plain_batch: a field differs from protobuf's, job", std::to_string(i));
+    }
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
+  check_plain_parse(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
   World& w = world();
   const int call = data[0] & 7;
   const int which = (data[0] >> 3) & 3;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "convert.h"
 #include "in_process_server.h"
@@ -480,6 +481,169 @@ TEST(ResultEntries, AnEntryTooLargeForAReplyIsTheFailedResultFitResultMakes) {
   EXPECT_EQ(got.results(0).state(), tpool::v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(got.results(0).output(), big);
   EXPECT_EQ(got.results(0).message(), "");
+}
+
+// The Stream reads an upstream message's plain form in place (parse.h,
+// parse_plain_batch) and leaves anything else to protobuf. Random JobBatches
+// (every field, labels sometimes, non-ASCII strings and negative or large
+// values sometimes), half of them then damaged (a byte changed, the end cut,
+// bytes appended, a field repeated): whenever the plain parse reads a message,
+// protobuf reads it too, with the same value in every field; and every
+// undamaged message in the plain form (no labels, ASCII strings, values in
+// range) is read by the plain parse, not left to protobuf.
+TEST(PlainBatch, ReadsWhatProtobufReadsOrLeavesItToProtobuf) {
+  std::mt19937_64 rng(20261207);
+  const auto pick = [&](std::uint64_t n) { return rng() % n; };
+  const auto text = [&](bool ascii) {
+    std::string t(pick(12), 'a');
+    for (char& c : t) c = static_cast<char>('a' + pick(26));
+    if (!ascii) t += "\xc3\xa9";  // valid UTF-8, not ASCII
+    return t;
+  };
+  const std::uint64_t u64s[] = {0, 1, 127, 128, 16384, 1ull << 32, ~0ull};
+  int plain = 0, plain_read = 0, damaged_read = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    tpool::v1::JobBatch batch;
+    bool is_plain = true;
+    const int jobs = static_cast<int>(pick(5));
+    for (int j = 0; j < jobs; ++j) {
+      tpool::v1::JobRequest& r = *batch.add_jobs();
+      if (pick(4) != 0) {
+        const bool ascii = pick(8) != 0;
+        r.set_handler(text(ascii));
+        is_plain = is_plain && ascii;
+      }
+      if (pick(4) != 0) {
+        std::string p(pick(300), '\0');
+        for (char& c : p) c = static_cast<char>(pick(256));
+        r.set_payload(p);
+      }
+      if (pick(3) == 0) {
+        const int lanes[] = {0, 1, 2, 7, -1};
+        r.set_lane(static_cast<tpool::v1::Lane>(lanes[pick(5)]));
+        is_plain = is_plain && r.lane() >= 0;
+      }
+      if (pick(3) == 0) r.set_timeout_ms(u64s[pick(7)]);
+      if (pick(3) == 0) r.set_idempotency_key(text(true));
+      if (pick(6) == 0) {
+        (*r.mutable_labels())[text(true)] = text(true);
+        is_plain = false;
+      }
+      r.set_tag(u64s[pick(7)]);
+      if (pick(3) == 0) r.set_max_attempts(static_cast<std::uint32_t>(u64s[pick(6)]));
+      if (pick(3) == 0) r.set_backoff_base_ms(static_cast<std::uint32_t>(pick(1u << 20)));
+      if (pick(3) == 0) r.set_backoff_cap_ms(~0u);
+      if (pick(3) == 0) r.set_delay_ms(u64s[pick(7)]);
+      if (pick(3) == 0) r.set_not_before_unix_ms(u64s[pick(7)]);
+      if (pick(2) == 0) r.set_durable(true);
+    }
+    std::string bytes = batch.SerializeAsString();
+    const bool damage = pick(2) == 0;
+    if (damage) {
+      switch (pick(4)) {
+        case 0:
+          if (!bytes.empty()) bytes[pick(bytes.size())] = static_cast<char>(pick(256));
+          break;
+        case 1:
+          bytes.resize(pick(bytes.size() + 1));
+          break;
+        case 2:
+          for (int k = 0; k < 3; ++k) bytes.push_back(static_cast<char>(pick(256)));
+          break;
+        default:  // the last job's tag again: a field twice in a JobRequest
+          if (jobs > 0) {
+            tpool::v1::JobRequest twice = batch.jobs(jobs - 1);
+            std::string more = twice.SerializeAsString();
+            more.push_back(static_cast<char>((7 << 3) | 0));
+            more.push_back(5);
+            tpool::v1::JobBatch one;
+            ASSERT_TRUE(one.mutable_jobs()->Add()->ParseFromString(more));
+            bytes += "\x0a" + std::string(1, static_cast<char>(more.size())) + more;
+          }
+          break;
+      }
+    }
+    std::vector<RequestFields> items;
+    const bool read = parse_plain_batch(bytes, items);
+    tpool::v1::JobBatch parsed;
+    const bool accepted = parsed.ParseFromString(bytes);
+    if (!damage && is_plain) {
+      ++plain;
+      EXPECT_TRUE(read) << "iteration " << iter << ": a plain message was left to protobuf";
+    }
+    if (!read) {
+      EXPECT_TRUE(items.empty());
+      continue;
+    }
+    plain_read += !damage && is_plain ? 1 : 0;
+    damaged_read += damage ? 1 : 0;
+    ASSERT_TRUE(accepted) << "iteration " << iter << ": read bytes protobuf refuses";
+    ASSERT_EQ(items.size(), static_cast<std::size_t>(parsed.jobs_size())) << iter;
+    for (int j = 0; j < parsed.jobs_size(); ++j) {
+      const RequestFields& a = items[static_cast<std::size_t>(j)];
+      const RequestFields b = request_fields(parsed.jobs(j));
+      EXPECT_EQ(a.handler, b.handler) << iter;
+      EXPECT_EQ(a.payload, b.payload) << iter;
+      EXPECT_EQ(a.idempotency_key, b.idempotency_key) << iter;
+      EXPECT_EQ(a.labels, nullptr) << iter;
+      EXPECT_EQ(b.labels, nullptr) << iter;
+      EXPECT_EQ(a.lane, b.lane) << iter;
+      EXPECT_EQ(a.timeout_ms, b.timeout_ms) << iter;
+      EXPECT_EQ(a.tag, b.tag) << iter;
+      EXPECT_EQ(a.max_attempts, b.max_attempts) << iter;
+      EXPECT_EQ(a.backoff_base_ms, b.backoff_base_ms) << iter;
+      EXPECT_EQ(a.backoff_cap_ms, b.backoff_cap_ms) << iter;
+      EXPECT_EQ(a.delay_ms, b.delay_ms) << iter;
+      EXPECT_EQ(a.not_before_unix_ms, b.not_before_unix_ms) << iter;
+      EXPECT_EQ(a.durable, b.durable) << iter;
+    }
+  }
+  // Both branches were taken, and damaged bytes were sometimes still plain.
+  EXPECT_GT(plain, 500);
+  EXPECT_EQ(plain_read, plain);
+  EXPECT_GT(damaged_read, 50);
+}
+
+// A JobRequest read either way becomes the same JobSpec: to_spec reads the
+// fields, not the message.
+TEST(PlainBatch, AJobSpecIsTheSameWhicheverWayItsRequestWasRead) {
+  tpool::v1::JobBatch batch;
+  tpool::v1::JobRequest& r = *batch.add_jobs();
+  r.set_handler("echo");
+  r.set_payload(std::string("pay\0load-of-18-by", 18));
+  r.set_lane(tpool::v1::LANE_BLOCKING);
+  r.set_timeout_ms(2500);
+  r.set_idempotency_key("k-1");
+  r.set_tag(77);
+  r.set_max_attempts(3);
+  r.set_backoff_base_ms(10);
+  r.set_backoff_cap_ms(1000);
+  r.set_delay_ms(50);
+  r.set_durable(true);
+  const std::string bytes = batch.SerializeAsString();
+  std::vector<RequestFields> items;
+  ASSERT_TRUE(parse_plain_batch(bytes, items));
+  ASSERT_EQ(items.size(), 1u);
+  const RequestClock clock = RequestClock::read();
+  tpool::engine::JobSpec a, b;
+  ASSERT_FALSE(to_spec(items[0], clock, true, a));
+  ASSERT_FALSE(to_spec(r, clock, true, b));
+  EXPECT_EQ(a.handler, "echo");
+  EXPECT_EQ(a.handler, b.handler);
+  EXPECT_EQ(a.payload, b.payload);
+  EXPECT_EQ(a.payload.size(), 18u);
+  EXPECT_EQ(a.idempotency_key, b.idempotency_key);
+  EXPECT_EQ(a.lane, b.lane);
+  EXPECT_EQ(a.timeout, b.timeout);
+  EXPECT_EQ(a.deadline, b.deadline);
+  EXPECT_EQ(a.tag, b.tag);
+  EXPECT_EQ(a.max_attempts, b.max_attempts);
+  EXPECT_EQ(a.backoff_base, b.backoff_base);
+  EXPECT_EQ(a.backoff_cap, b.backoff_cap);
+  EXPECT_EQ(a.delay, b.delay);
+  EXPECT_EQ(a.durable, b.durable);
+  EXPECT_TRUE(a.durable);
+  EXPECT_EQ(a.retain, b.retain);
 }
 
 // RequestClock::read puts the call's deadline on the steady clock, as far

@@ -15,6 +15,97 @@
 
 namespace tpool::engine {
 
+// ---- Job memory (job.h inv 7) ----
+//
+// Invariants (cited as M1..M4):
+//  (M1) g_returned is a Treiber stack of freed Jobs' blocks. operator delete
+//       pushes one (CAS, release); operator new takes the whole stack at
+//       once (exchange, acquire), never one node, so no pop can see a node
+//       that was popped and pushed again meanwhile (no ABA). The release
+//       push and the acquire exchange order the freeing thread's last use of
+//       the block (its destructor) before the next Job made in it.
+//  (M2) A thread's cache (t_cache) is a list only that thread touches: the
+//       stacks it took. operator new hands out its head first.
+//  (M3) g_kept counts the blocks held (on the stack and in every cache): +1
+//       by a push, -1 by a hand-out. A free that finds kKeptJobBlocks or
+//       more held goes to malloc instead (relaxed: the bound is approximate
+//       by the frees racing past it, at most one block per freeing thread).
+//  (M4) A thread's cache goes back to malloc when the thread exits (its
+//       thread_local's destructor), so a gRPC thread that goes keeps
+//       nothing.
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRecycle = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kRecycle = false;
+#else
+constexpr bool kRecycle = true;
+#endif
+#else
+constexpr bool kRecycle = true;
+#endif
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+[[maybe_unused]] std::atomic<FreeBlock*> g_returned{nullptr};  // (M1)
+std::atomic<std::size_t> g_kept{0};                            // (M3)
+
+struct BlockCache {  // (M2, M4)
+  FreeBlock* head = nullptr;
+  ~BlockCache() {
+    while (head != nullptr) {
+      FreeBlock* next = head->next;
+      ::operator delete(head);
+      g_kept.fetch_sub(1, std::memory_order_relaxed);
+      head = next;
+    }
+  }
+};
+[[maybe_unused]] thread_local BlockCache t_cache;
+
+}  // namespace
+
+const bool Job::kRecyclesMemory = kRecycle;
+
+void* Job::operator new(std::size_t size) {
+  if constexpr (kRecycle) {
+    BlockCache& c = t_cache;
+    if (c.head == nullptr) {
+      c.head = g_returned.exchange(nullptr, std::memory_order_acquire);  // (M1)
+    }
+    if (FreeBlock* b = c.head; b != nullptr) {
+      c.head = b->next;  // (M2)
+      g_kept.fetch_sub(1, std::memory_order_relaxed);  // (M3)
+      return b;
+    }
+  }
+  return ::operator new(size);
+}
+
+void Job::operator delete(void* p) noexcept {
+  if constexpr (kRecycle) {
+    if (p == nullptr) return;
+    if (g_kept.load(std::memory_order_relaxed) < kKeptJobBlocks) {  // (M3)
+      g_kept.fetch_add(1, std::memory_order_relaxed);
+      auto* b = static_cast<FreeBlock*>(p);
+      FreeBlock* head = g_returned.load(std::memory_order_relaxed);
+      do {
+        b->next = head;
+      } while (!g_returned.compare_exchange_weak(head, b, std::memory_order_release,
+                                                 std::memory_order_relaxed));  // (M1)
+      return;
+    }
+  }
+  ::operator delete(p);
+}
+
+std::size_t Job::kept_blocks_for_testing() noexcept {
+  return g_kept.load(std::memory_order_relaxed);
+}
+
 std::string_view to_string(JobState s) noexcept {
   switch (s) {
     case JobState::kQueued:

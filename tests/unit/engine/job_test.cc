@@ -3,6 +3,8 @@
 // ids, counters in snapshot(), capacity waiters (E3), thread_init.
 #include <map>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "tpool/engine/thread_job.h"
 
@@ -505,6 +507,51 @@ TEST_F(EngineJob, AJobKeepsItsRequestWholeAtEveryPayloadLength) {
                         host_->find("echo"), Lane::kDefault, nullptr);
   EXPECT_EQ(j->deadline(), Job::Clock::time_point::max());
   EXPECT_EQ(j->remaining(), std::nullopt);
+}
+
+// (job.h inv 7) Jobs freed on one thread are made again in the same memory
+// on another (job.cc M1-M2): the pattern of a Stream, whose gRPC thread
+// makes the jobs and whose workers free them. And no more than
+// kKeptJobBlocks blocks are kept (M3); the rest go back to malloc.
+TEST_F(EngineJob, AJobFreedOnAnotherThreadLeavesItsMemoryForTheNextJob) {
+  if (!Job::kRecyclesMemory) GTEST_SKIP() << "this build gives Jobs' memory back to malloc";
+  start();
+  constexpr int kJobs = 64;
+  const auto make = [&](std::uint64_t n) {
+    return JobPtr::make(engine(), JobId::make(engine().incarnation(), 5000 + n),
+                        spec("echo", "0123456789abcdef"), host_->find("echo"), Lane::kDefault,
+                        nullptr);
+  };
+  // Blocks the tests before this one left are handed out first: take them
+  // (held until the end), so what follows sees only its own.
+  std::vector<JobPtr> earlier;
+  for (std::size_t n = Job::kept_blocks_for_testing(); n > 0; --n)
+    earlier.push_back(make(90000 + n));
+  ASSERT_EQ(Job::kept_blocks_for_testing(), 0u);
+  std::vector<JobPtr> first;
+  std::set<const void*> blocks;
+  for (int i = 0; i < kJobs; ++i) {
+    first.push_back(make(static_cast<std::uint64_t>(i)));
+    blocks.insert(first.back().get());
+  }
+  std::thread([&] { first.clear(); }).join();  // freed on another thread
+  EXPECT_EQ(Job::kept_blocks_for_testing(), static_cast<std::size_t>(kJobs));
+  std::vector<JobPtr> second;
+  int reused = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    second.push_back(make(static_cast<std::uint64_t>(kJobs + i)));
+    reused += blocks.count(second.back().get()) != 0 ? 1 : 0;
+    EXPECT_EQ(second.back()->payload(), "0123456789abcdef");
+  }
+  EXPECT_EQ(reused, kJobs) << "a job was made in new memory while freed jobs' blocks were kept";
+  second.clear();
+
+  // The bound: free more than it allows, from another thread; what is kept
+  // stops at the bound (the frees are on one thread here, so exactly).
+  std::vector<JobPtr> many;
+  for (std::size_t i = 0; i < Job::kKeptJobBlocks + 500; ++i) many.push_back(make(100000 + i));
+  std::thread([&] { many.clear(); }).join();
+  EXPECT_EQ(Job::kept_blocks_for_testing(), Job::kKeptJobBlocks);
 }
 
 }  // namespace

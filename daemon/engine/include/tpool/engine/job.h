@@ -50,6 +50,14 @@
 //      group_detached_ and waits for group_readers_ to drain before it ends
 //      the job (detach_group). Both sides are seq_cst (Dekker): either the
 //      reader sees the detach, or the engine sees the reader and waits.
+//  (7) A Job's memory is recycled (Job::operator new and delete, job.cc M1-M4):
+//      a Job is made on a gRPC thread and usually freed on a worker, the
+//      pattern that sends glibc's malloc down its slow path (the freeing
+//      thread's tcache fills, the chunk goes back to the making thread's
+//      arena under its lock, the making thread's tcache stays empty). A
+//      freed Job's block goes on a shared lock-free list, whole lists of
+//      which the making threads take into a cache of their own; at most
+//      kKeptJobBlocks blocks are kept, the rest go back to malloc.
 #pragma once
 
 #include <algorithm>
@@ -270,6 +278,17 @@ class Job final : public plugin_host::JobServices {
   ~Job() override;
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
+
+  // (inv 7) A Job's block from the recycled ones when there is one.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p) noexcept;
+  // The most freed Jobs' blocks kept for reuse (~850 KB); false when the
+  // build does not recycle (AddressSanitizer: a freed Job's block is
+  // malloc's, so a use after free is caught).
+  static constexpr std::size_t kKeptJobBlocks = 4096;
+  static const bool kRecyclesMemory;
+  // Blocks kept now (on the shared list and in the threads' caches).
+  static std::size_t kept_blocks_for_testing() noexcept;
 
  private:
   friend class Engine;

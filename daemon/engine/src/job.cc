@@ -77,7 +77,7 @@ void* Job::operator new(std::size_t size) {
       c.head = g_returned.exchange(nullptr, std::memory_order_acquire);  // (M1)
     }
     if (FreeBlock* b = c.head; b != nullptr) {
-      c.head = b->next;  // (M2)
+      c.head = b->next;                                // (M2)
       g_kept.fetch_sub(1, std::memory_order_relaxed);  // (M3)
       return b;
     }

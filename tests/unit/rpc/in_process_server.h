@@ -115,6 +115,7 @@ class InProcessServer {
   }
 
   bool ok() const { return server_ != nullptr && port_ != 0; }
+  int port() const { return port_; }
   engine::Engine& engine() { return *engine_; }
   JobServiceImpl& jobs() { return *jobs_; }
   FakeLifecycle& life() { return life_; }

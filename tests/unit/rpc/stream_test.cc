@@ -330,5 +330,38 @@ TEST(StreamInProcess, ABadMessageEndsTheCallWithInvalidArgument) {
   EXPECT_EQ(srv.jobs().snapshot().stream_unparsable_messages, 1u);
 }
 
+// (S12) A client whose channel compresses its messages (gzip): the stream
+// reads them as any other, because gRPC hands a raw method its message
+// decompressed, and the plain parse reads those bytes.
+TEST(StreamInProcess, AGzipClientsMessagesAreReadAsAnyOther) {
+  InProcessServer srv;
+  ASSERT_TRUE(srv.ok());
+  grpc::ChannelArguments args;
+  args.SetCompressionAlgorithm(GRPC_COMPRESS_GZIP);
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(srv.port()),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto stub = tpool::v1::JobService::NewStub(channel);
+  grpc::ClientContext ctx;
+  bound(ctx);
+  ctx.set_compression_algorithm(GRPC_COMPRESS_GZIP);
+  auto call = stub->Stream(&ctx);
+  const std::string payload(3000, 'z');  // compresses to a few dozen bytes
+  for (int m = 0; m < 2; ++m) ASSERT_TRUE(call->Write(batch_of("echo", payload, 100 * m, 10)));
+  ASSERT_TRUE(call->WritesDone());
+  std::set<std::uint64_t> tags;
+  tpool::v1::ResultBatch rb;
+  while (call->Read(&rb)) {
+    for (const auto& r : rb.results()) {
+      EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
+      EXPECT_EQ(r.output(), payload);
+      tags.insert(r.tag());
+    }
+  }
+  grpc::Status s = call->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(tags.size(), 20u);
+  EXPECT_EQ(srv.jobs().snapshot().stream_unparsable_messages, 0u);
+}
+
 }  // namespace
 }  // namespace tpool::rpc::testing

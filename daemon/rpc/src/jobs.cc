@@ -175,64 +175,54 @@ struct SubmitCall {
 // SubmitBatch's answer, likewise: the items the engine had (item_of[k] is
 // results[k]'s) are filled in once their accepts are committed; the items
 // refused before the engine were filled in by SubmitBatch.
+// SubmitBatch is a raw method (issue 19): its request is read by
+// read_job_batch (parse.h: the plain form in place, anything else through
+// protobuf on the call's arena), its reply built on the same arena and
+// serialized into the call's ByteBuffer once every item is settled.
 struct SubmitBatchCall {
+  SubmitBatchCall(grpc::ServerUnaryReactor* r, grpc::ByteBuffer* reply, const std::string& rep)
+      : reactor(r),
+        out(reply),
+        replica(rep),
+        arena(options()),
+        refs(google::protobuf::Arena::CreateMessage<tpool::v1::JobRefs>(&arena)) {}
+
   grpc::ServerUnaryReactor* reactor;
-  tpool::v1::JobRefs* resp;
+  grpc::ByteBuffer* out;
   const std::string& replica;
+  // A batch of 1,000 items and its 1,000 JobRefItems in a few blocks, not a
+  // few heap allocations per item.
+  google::protobuf::Arena arena;
+  tpool::v1::JobRefs* refs;
   std::vector<int> item_of;
   std::vector<engine::Engine::SubmitResult> results;
 
-  static void committed(void* arg) {
-    std::unique_ptr<SubmitBatchCall> self(static_cast<SubmitBatchCall*>(arg));
-    for (std::size_t k = 0; k < self->results.size(); ++k) {
-      auto* out = self->resp->mutable_items(self->item_of[k]);
-      const engine::Engine::SubmitResult& r = self->results[k];
-      std::optional<engine::Error> err = r.error;
-      if (!err) err = engine::Engine::store_refusal(*r.value.job);  // never accepted
-      if (!err) {
-        out->set_job_id(r.value.job->id());
-        out->set_replica(self->replica);
-      } else {
-        out->set_code(code_number(*err));
-        out->set_message(err->message);
-      }
-    }
-    self->reactor->Finish(grpc::Status::OK);
-  }
-};
-
-}  // namespace
-
-namespace {
-
-// SubmitBatch's request and reply live on one protobuf Arena per call (issue
-// 19): a JobBatch of 1,000 items and its 1,000 JobRefItems in a few blocks
-// instead of a few heap allocations per item. gRPC releases the holder once
-// the call is done (after the reply is serialized), whatever the call's end,
-// also when the request did not parse.
-class ArenaBatchHolder final : public grpc::MessageHolder<tpool::v1::JobBatch, tpool::v1::JobRefs> {
- public:
-  ArenaBatchHolder() : arena_(options()) {
-    set_request(google::protobuf::Arena::CreateMessage<tpool::v1::JobBatch>(&arena_));
-    set_response(google::protobuf::Arena::CreateMessage<tpool::v1::JobRefs>(&arena_));
-  }
-  void Release() override { delete this; }
-
- private:
   static google::protobuf::ArenaOptions options() {
     google::protobuf::ArenaOptions o;
     o.start_block_size = 8192;      // picked by hand: a small batch in one block,
     o.max_block_size = 256 * 1024;  // a batch of 1,000 16-byte jobs in about five
     return o;
   }
-  google::protobuf::Arena arena_;
-};
 
-class ArenaBatchAllocator final
-    : public grpc::MessageAllocator<tpool::v1::JobBatch, tpool::v1::JobRefs> {
- public:
-  grpc::MessageHolder<tpool::v1::JobBatch, tpool::v1::JobRefs>* AllocateMessages() override {
-    return new ArenaBatchHolder();
+  static void committed(void* arg) {
+    std::unique_ptr<SubmitBatchCall> self(static_cast<SubmitBatchCall*>(arg));
+    for (std::size_t k = 0; k < self->results.size(); ++k) {
+      auto* item = self->refs->mutable_items(self->item_of[k]);
+      const engine::Engine::SubmitResult& r = self->results[k];
+      std::optional<engine::Error> err = r.error;
+      if (!err) err = engine::Engine::store_refusal(*r.value.job);  // never accepted
+      if (!err) {
+        item->set_job_id(r.value.job->id());
+        item->set_replica(self->replica);
+      } else {
+        item->set_code(code_number(*err));
+        item->set_message(err->message);
+      }
+    }
+    bool own_buffer = false;
+    const grpc::Status s = grpc::SerializationTraits<tpool::v1::JobRefs>::Serialize(
+        *self->refs, self->out, &own_buffer);
+    self->reactor->Finish(s);
   }
 };
 
@@ -240,13 +230,7 @@ class ArenaBatchAllocator final
 
 JobServiceImpl::JobServiceImpl(engine::Engine& engine, RpcLimits limits, std::string replica,
                                Access access)
-    : engine_(engine),
-      limits_(limits),
-      replica_(std::move(replica)),
-      access_(access),
-      batch_allocator_(std::make_unique<ArenaBatchAllocator>()) {
-  SetMessageAllocatorFor_SubmitBatch(batch_allocator_.get());
-}
+    : engine_(engine), limits_(limits), replica_(std::move(replica)), access_(access) {}
 
 JobServiceImpl::~JobServiceImpl() = default;
 
@@ -298,25 +282,34 @@ grpc::ServerUnaryReactor* JobServiceImpl::Submit(grpc::CallbackServerContext* ct
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContext* ctx,
-                                                      const tpool::v1::JobBatch* req,
-                                                      tpool::v1::JobRefs* resp) {
+                                                      const grpc::ByteBuffer* req,
+                                                      grpc::ByteBuffer* resp) {
   // The role here; each item's handler against the allow-list below.
   auto admission = access_.admit(ctx, security::Method::kSubmitBatch);
   if (admission.refused) return finish_now(ctx, *admission.refused);
-  const int n = req->jobs_size();
-  resp->mutable_items()->Reserve(n);
+  auto call = std::make_unique<SubmitBatchCall>(nullptr, resp, replica_);
+  std::string bytes;
+  std::vector<RequestFields> items;
+  if (!read_job_batch(*req, bytes, call->arena, items)) {
+    return finish_now(ctx, unparsable_request(tpool::v1::JobBatch::descriptor()->full_name()));
+  }
+  // Taken only now: a call has one default reactor, and finish_now above
+  // takes it for the refusal.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  call->reactor = reactor;
+  const int n = static_cast<int>(items.size());
+  call->refs->mutable_items()->Reserve(n);
   // Translate every item, then submit the valid ones with one engine batch.
   std::vector<engine::JobSpec> specs;
-  std::vector<int> item_of;  // specs[k] is item item_of[k]
-  specs.reserve(static_cast<std::size_t>(n));
-  item_of.reserve(static_cast<std::size_t>(n));
+  specs.reserve(items.size());
+  call->item_of.reserve(items.size());
   const RequestClock clock = RequestClock::read();  // for every item (issue 19)
   for (int i = 0; i < n; ++i) {
-    const auto& item = req->jobs(i);
-    auto* out = resp->add_items();
-    out->set_tag(item.tag());
+    const RequestFields& item = items[static_cast<std::size_t>(i)];
+    auto* out = call->refs->add_items();
+    out->set_tag(item.tag);
     if (std::string why =
-            admission.caller.handler_refusal(security::Method::kSubmitBatch, item.handler());
+            admission.caller.handler_refusal(security::Method::kSubmitBatch, item.handler);
         !why.empty()) {
       out->set_code(code_number(Refusal::kPermissionDenied));
       out->set_message(why);
@@ -329,17 +322,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
       out->set_message(err->message);
       continue;
     }
-    item_of.push_back(i);
+    call->item_of.push_back(i);
   }
   // (D9 in durable.cc) The items are answered once the batch's durable
   // accepts are committed, from the commit's callback: this gRPC thread
   // does not wait for the disk.
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto* call = new SubmitBatchCall{reactor, resp, replica_, std::move(item_of), {}};
   call->results.resize(specs.size());
-  engine_.submit_batch(specs, nullptr, nullptr, nullptr, call->results, /*stop_when_full=*/false,
-                       /*ack_by_result=*/false, {&SubmitBatchCall::committed, call});
-  return reactor;  // not call->reactor: committed() may have deleted call already
+  SubmitBatchCall* c = call.release();  // committed() deletes it
+  engine_.submit_batch(specs, nullptr, nullptr, nullptr, c->results, /*stop_when_full=*/false,
+                       /*ack_by_result=*/false, {&SubmitBatchCall::committed, c});
+  return reactor;  // not c->reactor: committed() may have deleted c already
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Wait(grpc::CallbackServerContext* ctx,

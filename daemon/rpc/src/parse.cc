@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <grpc/slice.h>
@@ -179,6 +180,25 @@ bool parse_plain_batch(std::string_view bytes, std::vector<RequestFields>& out) 
     }
     p += size;
   }
+  return true;
+}
+
+bool read_job_batch(const grpc::ByteBuffer& in, std::string& bytes, google::protobuf::Arena& arena,
+                    std::vector<RequestFields>& items) {
+  std::vector<grpc::Slice> slices;
+  if (!in.Dump(&slices).ok()) return false;
+  std::size_t total = 0;
+  for (const grpc::Slice& sl : slices) total += sl.size();
+  bytes.clear();
+  bytes.reserve(total);
+  for (const grpc::Slice& sl : slices) {
+    bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  }
+  if (parse_plain_batch(bytes, items)) return true;
+  auto* batch = google::protobuf::Arena::CreateMessage<tpool::v1::JobBatch>(&arena);
+  if (!batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return false;
+  items.reserve(items.size() + static_cast<std::size_t>(batch->jobs_size()));
+  for (const tpool::v1::JobRequest& r : batch->jobs()) items.push_back(request_fields(r));
   return true;
 }
 

@@ -65,6 +65,14 @@ RequestFields request_fields(const tpool::v1::JobRequest& r);
 // protobuf, which decides: this never rejects what protobuf accepts.
 bool parse_plain_batch(std::string_view bytes, std::vector<RequestFields>& out);
 
+// A JobBatch's bytes as its items' fields (the Stream's messages and
+// SubmitBatch's request): in's bytes copied into `bytes` (one block), then
+// parse_plain_batch's views into them, or, for anything but the plain form,
+// protobuf's parse of them onto `arena` and views into that. Appends to items;
+// false if the bytes are not a JobBatch.
+bool read_job_batch(const grpc::ByteBuffer& in, std::string& bytes, google::protobuf::Arena& arena,
+                    std::vector<RequestFields>& items);
+
 // A JobResult's fields as views: what fill_result (convert.h) sets, and what
 // the Stream encodes without building the message (batch_entry below).
 struct ResultFields {

@@ -230,29 +230,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     act(a);
   }
 
-  // (S12) The read's message into slot's items: its bytes copied into one
-  // block, then parse_plain_batch's views into them, or protobuf's parse on
-  // the slot's arena (anything but the plain form: parse.h) and views into
-  // that. False if the bytes are not a JobBatch (S7). Consumes in_bytes_.
+  // (S12) The read's message into slot's items (parse.h, read_job_batch:
+  // the plain form in place, anything else through protobuf on the slot's
+  // arena). False if the bytes are not a JobBatch (S7). Consumes in_bytes_.
   bool read_items(int slot) {
-    std::string& bytes = bytes_[slot];
-    std::vector<RequestFields>& items = items_[slot];
-    std::vector<grpc::Slice> slices;
-    if (!in_bytes_.Dump(&slices).ok()) return false;
+    const bool ok = read_job_batch(in_bytes_, bytes_[slot], arenas_[slot], items_[slot]);
     in_bytes_.Clear();
-    std::size_t total = 0;
-    for (const grpc::Slice& sl : slices) total += sl.size();
-    bytes.clear();
-    bytes.reserve(total);
-    for (const grpc::Slice& sl : slices) {
-      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-    }
-    if (parse_plain_batch(bytes, items)) return true;
-    auto* batch = google::protobuf::Arena::CreateMessage<JobBatch>(&arenas_[slot]);
-    if (!batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return false;
-    items.reserve(static_cast<std::size_t>(batch->jobs_size()));
-    for (const tpool::v1::JobRequest& r : batch->jobs()) items.push_back(request_fields(r));
-    return true;
+    return ok;
   }
 
   // (S12) A slot nothing refers to, made ready for the next read; a large

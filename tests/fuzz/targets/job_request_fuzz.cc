@@ -406,13 +406,26 @@ void run_unary(Service& svc, int call, bool cancel, std::string_view msg) {
       return;
     }
     case 2:
-    case 7: {  // SubmitBatch
+    case 7: {  // SubmitBatch: a raw method, given the bytes as gRPC would
       v1::JobBatch batch;
-      if (!parse(msg, batch)) return;
-      v1::JobRefs refs;
+      const bool parses = parse(msg, batch);
+      const grpc::ByteBuffer request = as_buffer(msg);
+      grpc::ByteBuffer reply;
       auto s = unary(
-          "SubmitBatch", [&](auto* ctx) { return svc.jobs->SubmitBatch(ctx, &batch, &refs); },
+          "SubmitBatch", [&](auto* ctx) { return svc.jobs->SubmitBatch(ctx, &request, &reply); },
           false);
+      if (!parses) {  // the unparsable request's own answer, naming the type
+        if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT ||
+            s.error_message().find("could not be parsed as tpool.v1.JobBatch") ==
+                std::string::npos) {
+          fail("SubmitBatch: bytes that are not a JobBatch were not refused as such",
+               s.error_message());
+        }
+        return;
+      }
+      v1::JobRefs refs;
+      if (s.ok() && !refs.ParseFromString(dump(reply)))
+        fail("SubmitBatch: a reply that does not parse");
       if (!s.ok() || refs.items_size() != batch.jobs_size()) fail("SubmitBatch: items missing");
       for (const auto& item : refs.items()) {
         const bool job = item.job_id() != 0 && item.code() == 0 && item.replica() == kReplica;

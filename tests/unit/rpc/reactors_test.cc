@@ -1,5 +1,6 @@
 // Each JobService and AdminService reactor against an in-process server: what
 // a client sends, what it gets back, and what the engine then holds.
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -113,6 +114,57 @@ TEST_F(RpcReactors, SubmitBatchAnswersEveryItemInOrder) {
     EXPECT_EQ(refs.items(i).tag(), static_cast<std::uint64_t>(i + 1));
     EXPECT_EQ(wait(ref).output(), i == 0 ? "a" : "d");
   }
+}
+
+// SubmitBatch is a raw method (issue 19): a batch in the plain form is read
+// in place; one with labels (or anything else the plain read leaves alone) is
+// parsed by protobuf, and its jobs keep their labels; bytes that are not a
+// JobBatch are refused, saying so.
+TEST_F(RpcReactors, SubmitBatchReadsBothFormsAndRefusesBytesThatAreNotABatch) {
+  ASSERT_TRUE(srv_.ok());
+  tpool::v1::JobBatch batch;
+  *batch.add_jobs() = job("echo", "plain", 1);
+  *batch.add_jobs() = job("echo", "labelled", 2);
+  (*batch.mutable_jobs(1)->mutable_labels())["team"] = "b";
+  for (bool with_labels : {false, true}) {
+    tpool::v1::JobBatch b = batch;
+    if (!with_labels) b.mutable_jobs()->RemoveLast();
+    grpc::ClientContext ctx;
+    bound(ctx);
+    tpool::v1::JobRefs refs;
+    ASSERT_TRUE(srv_.stub().SubmitBatch(&ctx, b, &refs).ok());
+    ASSERT_EQ(refs.items_size(), b.jobs_size());
+    for (int i = 0; i < refs.items_size(); ++i) {
+      ASSERT_EQ(refs.items(i).code(), 0) << refs.items(i).message();
+      EXPECT_EQ(refs.items(i).tag(), static_cast<std::uint64_t>(i + 1));
+      tpool::v1::JobRef ref;
+      ref.set_job_id(refs.items(i).job_id());
+      ref.set_replica(refs.items(i).replica());
+      EXPECT_EQ(wait(ref).output(), i == 0 ? "plain" : "labelled");
+      grpc::ClientContext gctx;
+      bound(gctx);
+      tpool::v1::JobStatus st;
+      ASSERT_TRUE(srv_.stub().Get(&gctx, ref, &st).ok());
+      EXPECT_EQ(st.labels_size(), i == 1 ? 1 : 0);
+      if (i == 1) {
+        EXPECT_EQ(st.labels().at("team"), "b");
+      }
+    }
+  }
+  grpc::GenericStub generic(srv_.channel());
+  const char garbage[] = {'\x0a', '\x64', 'x'};  // field 1 claiming 100 bytes that are not there
+  grpc::Slice slice(garbage, sizeof garbage);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  bound(ctx);
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, "/tpool.v1.JobService/SubmitBatch", grpc::StubOptions(), &request,
+                    &response, [&done](grpc::Status st) { done.set_value(st); });
+  const grpc::Status st = done.get_future().get();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("could not be parsed as tpool.v1.JobBatch"), std::string::npos)
+      << st.error_message();
 }
 
 TEST_F(RpcReactors, CancelEndsAQueuedOrRunningJobAndWaitSeesIt) {

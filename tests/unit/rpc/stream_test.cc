@@ -82,6 +82,24 @@ bool wait_in_flight(InProcessServer& srv, std::uint64_t n) {
 
 // kReading -> kHeld per message, kReading -> kInputClosed at the half-close,
 // kInputClosed -> kFinished (OK) once every result is written.
+// Reads a typed Stream call to its end: every result SUCCEEDED with output,
+// no tag twice, the call OK. Returns the tags.
+template <class Call>
+std::set<std::uint64_t> read_succeeded(Call& call, const std::string& output) {
+  std::set<std::uint64_t> tags;
+  tpool::v1::ResultBatch rb;
+  while (call.Read(&rb)) {
+    for (const auto& r : rb.results()) {
+      EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
+      EXPECT_EQ(r.output(), output);
+      EXPECT_TRUE(tags.insert(r.tag()).second) << "tag " << r.tag() << " twice";
+    }
+  }
+  const grpc::Status s = call.Finish();
+  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  return tags;
+}
+
 TEST(StreamInProcess, HalfCloseFinishesOkAfterEveryResult) {
   InProcessServer srv;
   ASSERT_TRUE(srv.ok());
@@ -90,16 +108,7 @@ TEST(StreamInProcess, HalfCloseFinishesOkAfterEveryResult) {
   auto call = srv.stub().Stream(&ctx);
   for (int m = 0; m < 3; ++m) ASSERT_TRUE(call->Write(batch_of("echo", "x", 100 * m, 5)));
   ASSERT_TRUE(call->WritesDone());
-  std::set<std::uint64_t> tags;
-  tpool::v1::ResultBatch rb;
-  while (call->Read(&rb)) {
-    for (const auto& r : rb.results()) {
-      EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
-      EXPECT_TRUE(tags.insert(r.tag()).second) << "tag " << r.tag() << " twice";
-    }
-  }
-  grpc::Status s = call->Finish();
-  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  const std::set<std::uint64_t> tags = read_succeeded(*call, "x");
   EXPECT_EQ(tags.size(), 15u);
   EXPECT_EQ(srv.jobs().snapshot().streams_total, 1u);
 }
@@ -348,17 +357,7 @@ TEST(StreamInProcess, AGzipClientsMessagesAreReadAsAnyOther) {
   const std::string payload(3000, 'z');  // compresses to a few dozen bytes
   for (int m = 0; m < 2; ++m) ASSERT_TRUE(call->Write(batch_of("echo", payload, 100 * m, 10)));
   ASSERT_TRUE(call->WritesDone());
-  std::set<std::uint64_t> tags;
-  tpool::v1::ResultBatch rb;
-  while (call->Read(&rb)) {
-    for (const auto& r : rb.results()) {
-      EXPECT_EQ(r.state(), tpool::v1::JOB_STATE_SUCCEEDED) << r.message();
-      EXPECT_EQ(r.output(), payload);
-      tags.insert(r.tag());
-    }
-  }
-  grpc::Status s = call->Finish();
-  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  const std::set<std::uint64_t> tags = read_succeeded(*call, payload);
   EXPECT_EQ(tags.size(), 20u);
   EXPECT_EQ(srv.jobs().snapshot().stream_unparsable_messages, 0u);
 }

@@ -36,11 +36,12 @@ struct RpcSnapshot {
 // JobService with Stream as a raw (ByteBuffer) method: the stream parses each
 // upstream message itself, so it can tell a malformed message from the end of
 // the stream and say which message it was (gRPC's typed read reports both as
-// a failed read), and it cuts its replies by bytes. The other methods are the
+// a failed read), and it cuts its replies by bytes. SubmitBatch is raw too,
+// so its request is read in place (issue 19). The other methods are the
 // typed callback ones.
 using JobServiceBase = tpool::v1::JobService::WithCallbackMethod_Execute<
     tpool::v1::JobService::WithCallbackMethod_Submit<
-        tpool::v1::JobService::WithCallbackMethod_SubmitBatch<
+        tpool::v1::JobService::WithRawCallbackMethod_SubmitBatch<
             tpool::v1::JobService::WithRawCallbackMethod_Stream<
                 tpool::v1::JobService::WithCallbackMethod_Wait<
                     tpool::v1::JobService::WithCallbackMethod_Get<
@@ -67,9 +68,11 @@ class JobServiceImpl final : public JobServiceBase {
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx,
                                    const tpool::v1::JobRequest* req,
                                    tpool::v1::JobRef* resp) override;
+  // A raw method (issue 19): the request is read in place when it is in the
+  // plain form (parse.h, read_job_batch), the reply serialized by the call.
   grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* ctx,
-                                        const tpool::v1::JobBatch* req,
-                                        tpool::v1::JobRefs* resp) override;
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* ctx,
@@ -113,8 +116,6 @@ class JobServiceImpl final : public JobServiceBase {
   const RpcLimits limits_;
   const std::string replica_;
   const Access access_;
-  // SubmitBatch's request and reply on one protobuf Arena per call (jobs.cc).
-  std::unique_ptr<grpc::MessageAllocator<tpool::v1::JobBatch, tpool::v1::JobRefs>> batch_allocator_;
 };
 
 // For grpc::ServerBuilder::experimental().SetInterceptorCreators: turns

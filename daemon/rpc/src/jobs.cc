@@ -174,20 +174,19 @@ struct SubmitCall {
 
 // SubmitBatch's answer, likewise: the items the engine had (item_of[k] is
 // results[k]'s) are filled in once their accepts are committed; the items
-// refused before the engine were filled in by SubmitBatch.
-// SubmitBatch is a raw method (issue 19): its request is read by
-// read_job_batch (parse.h: the plain form in place, anything else through
-// protobuf on the call's arena), its reply built on the same arena and
-// serialized into the call's ByteBuffer once every item is settled.
+// refused before the engine were filled in by SubmitBatch. SubmitBatch is a
+// raw method (issue 19): its request is read by read_job_batch (parse.h: the
+// plain form in place, anything else through protobuf on the call's arena),
+// its reply built on the same arena and serialized into the call's
+// ByteBuffer once every item is settled.
 struct SubmitBatchCall {
-  SubmitBatchCall(grpc::ServerUnaryReactor* r, grpc::ByteBuffer* reply, const std::string& rep)
-      : reactor(r),
-        out(reply),
+  SubmitBatchCall(grpc::ByteBuffer* reply, const std::string& rep)
+      : out(reply),
         replica(rep),
         arena(options()),
         refs(google::protobuf::Arena::CreateMessage<tpool::v1::JobRefs>(&arena)) {}
 
-  grpc::ServerUnaryReactor* reactor;
+  grpc::ServerUnaryReactor* reactor = nullptr;  // set once the request is read
   grpc::ByteBuffer* out;
   const std::string& replica;
   // A batch of 1,000 items and its 1,000 JobRefItems in a few blocks, not a
@@ -287,7 +286,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitBatch(grpc::CallbackServerContex
   // The role here; each item's handler against the allow-list below.
   auto admission = access_.admit(ctx, security::Method::kSubmitBatch);
   if (admission.refused) return finish_now(ctx, *admission.refused);
-  auto call = std::make_unique<SubmitBatchCall>(nullptr, resp, replica_);
+  auto call = std::make_unique<SubmitBatchCall>(resp, replica_);
   std::string bytes;
   std::vector<RequestFields> items;
   if (!read_job_batch(*req, bytes, call->arena, items)) {

@@ -89,9 +89,9 @@
 //       object, no string copied), anything else is parsed by protobuf on
 //       the slot's arena (a message's JobRequests and their strings in a few
 //       blocks) and viewed there. in_ is one slot's items; a read parses
-//       into the other (read_arena_), which nothing refers to: the
+//       into the other (read_slot_), which nothing refers to: the
 //       OnReadDone that made in_ the current message, in the same critical
-//       section, flipped read_arena_ to the previous message's slot and
+//       section, flipped read_slot_ to the previous message's slot and
 //       reset it. Any thread may start the next read (a pump that
 //       empties in_ from a job's end or a written reply), but only under mu_
 //       after that, so the parse always finds its slot reset and unused
@@ -179,7 +179,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     int slot = 0;
     {
       tpool::MutexLock lock(mu_);
-      slot = read_arena_;
+      slot = read_slot_;
     }
     const bool parsed = ok && read_items(slot);
     bool took = false;
@@ -219,8 +219,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
         took = true;
         // (S12) The message before it is referenced no more: its slot is
         // reset and takes the next read, before anything here can start one.
-        read_arena_ ^= 1;
-        reset_slot(read_arena_);
+        read_slot_ ^= 1;
+        reset_slot(read_slot_);
         transition(StreamState::kReading, StreamState::kHeld);
         pump_locked();
       }
@@ -337,6 +337,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   };
   std::uint64_t unsent() const REQUIRES(mu_) { return pending_.size() + out_count_; }
 
+  // The current message's items (in_, S3, S12).
+  int items_locked() const REQUIRES(mu_) { return static_cast<int>(in_->size()); }
+  const RequestFields& item_locked(int i) const REQUIRES(mu_) {
+    return (*in_)[static_cast<std::size_t>(i)];
+  }
+
   // (S9) The one way state_ changes.
   void transition(StreamState from, StreamState to) REQUIRES(mu_) {
     if (auto bug = check_transition(state_, from, to)) {
@@ -401,14 +407,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // batch (one handler lookup per name, one pool submit_batch).
   void pump_locked() REQUIRES(mu_) {
     if (client_gone(state_)) {  // nobody will read the results
-      next_item_ = static_cast<int>(in_->size());
+      next_item_ = items_locked();
       return;
     }
-    while (next_item_ < static_cast<int>(in_->size()) && state_ == StreamState::kHeld) {
+    while (next_item_ < items_locked() && state_ == StreamState::kHeld) {
       const std::uint64_t room = room_locked();
       if (room == 0) return;
       const int end = static_cast<int>(std::min<std::uint64_t>(
-          static_cast<std::uint64_t>(in_->size()),
+          static_cast<std::uint64_t>(items_locked()),
           static_cast<std::uint64_t>(next_item_) + std::min<std::uint64_t>(room, 1u << 20)));
       specs_.clear();
       int bad = -1;  // an item that does not translate, or is not allowed, ends the run
@@ -418,14 +424,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       // message's jobs, not one per job (issue 19).
       const RequestClock clock = RequestClock::read(ctx_->deadline());
       for (int i = next_item_; i < end; ++i) {
-        denied = admission_.caller.handler_refusal(security::Method::kStream,
-                                                   (*in_)[static_cast<std::size_t>(i)].handler);
+        denied =
+            admission_.caller.handler_refusal(security::Method::kStream, item_locked(i).handler);
         if (!denied.empty()) {
           bad = i;
           break;
         }
         engine::JobSpec& spec = specs_.emplace_back();
-        bad_err = to_spec((*in_)[static_cast<std::size_t>(i)], clock, false, spec);
+        bad_err = to_spec(item_locked(i), clock, false, spec);
         if (bad_err) {
           specs_.pop_back();
           bad = i;
@@ -442,20 +448,18 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       for (std::size_t k = 0; k < consumed; ++k) {
         engine::Engine::SubmitResult& r = results_[k];
         if (!r.ok()) {
-          add_error((*in_)[static_cast<std::size_t>(next_item_) + k].tag, *r.error);
+          add_error(item_locked(next_item_ + static_cast<int>(k)).tag, *r.error);
         } else if (r.value.will_notify) {
           ++in_flight_;
           refs_.fetch_add(1, std::memory_order_relaxed);  // (S4) the job's; job_done drops it
           if (r.value.deduplicated) {  // (S10) its result will carry this item's tag
             dedup_tags_.emplace(r.value.job->id(),
-                                (*in_)[static_cast<std::size_t>(next_item_) + k].tag);
+                                item_locked(next_item_ + static_cast<int>(k)).tag);
           }
         } else {  // a deduplicated job that had already ended
-          tpool::v1::JobResult res;
-          fill_result(*r.value.job, svc_.replica(), res);
-          res.set_tag((*in_)[static_cast<std::size_t>(next_item_) + k].tag);  // (S10)
-          fit_result(res, svc_.limits().max_message_bytes);                   // (S6)
-          add_pending_locked(res);
+          ResultFields f = result_fields(*r.value.job, svc_.replica());
+          f.tag = item_locked(next_item_ + static_cast<int>(k)).tag;  // (S10)
+          add_pending_locked(f);
         }
         r = {};
       }
@@ -474,10 +478,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       }
       if (bad >= 0) {
         if (!denied.empty()) {
-          add_refusal((*in_)[static_cast<std::size_t>(bad)].tag, Refusal::kPermissionDenied,
-                      denied);
+          add_refusal(item_locked(bad).tag, Refusal::kPermissionDenied, denied);
         } else {
-          add_error((*in_)[static_cast<std::size_t>(bad)].tag, *bad_err);
+          add_error(item_locked(bad).tag, *bad_err);
         }
         ++next_item_;
       }
@@ -490,7 +493,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void refill_locked() REQUIRES(mu_) {
     const std::uint64_t window = svc_.limits().stream_window;
     const std::uint64_t waiting =
-        static_cast<std::uint64_t>(std::max(0, static_cast<int>(in_->size()) - next_item_));
+        static_cast<std::uint64_t>(std::max(0, items_locked() - next_item_));
     if (waiting == 0) return;
     const std::uint64_t used = std::min(window, in_flight_ + unsent());
     if (window - used >= std::min(std::max<std::uint64_t>(1, window / 4), waiting)) {
@@ -502,15 +505,16 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     add_refusal(tag, refusal_of(err.code), err.message);
   }
   void add_refusal(std::uint64_t tag, Refusal why, const std::string& sentence) REQUIRES(mu_) {
-    tpool::v1::JobResult r;
-    r.set_tag(tag);
-    r.set_code(code_number(why));
-    r.set_message(sentence);
-    add_pending_locked(r);
+    ResultFields f;
+    f.tag = tag;
+    f.code = code_number(why);
+    f.message = sentence;
+    add_pending_locked(f);
   }
 
-  void add_pending_locked(const tpool::v1::JobResult& r) REQUIRES(mu_) {
-    std::string entry = batch_entry(r);  // (S13)
+  // (S13) The same encoder as job_done's; (S6) within a reply's bytes.
+  void add_pending_locked(const ResultFields& f) REQUIRES(mu_) {
+    std::string entry = batch_entry(f, svc_.limits().max_message_bytes);
     buffer_locked(entry.size());
     pending_.push_back({std::move(entry)});
   }
@@ -537,7 +541,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // What to start now (S1, S2, S9).
   void decide_locked(Actions& a) REQUIRES(mu_) {
     if (state_ == StreamState::kFinished) return;
-    const bool items_waiting = next_item_ < static_cast<int>(in_->size());
+    const bool items_waiting = next_item_ < items_locked();
     if (!writing_ && !client_gone(state_) && !pending_.empty()) {
       // (S6) Cut the message by bytes as well as by what is pending.
       const std::uint64_t cap = svc_.limits().max_message_bytes > kReplyHeadroomBytes
@@ -677,9 +681,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   tpool::Mutex mu_;  // (S1) guards everything below
   // The upstream message being submitted (S3): the items of slot
-  // read_arena_ ^ 1 (S12), or none.
+  // read_slot_ ^ 1 (S12), or none.
   const std::vector<RequestFields>* in_ GUARDED_BY(mu_) = &kNoItems;
-  int read_arena_ GUARDED_BY(mu_) = 0;  // (S12) the slot the next read parses into
+  int read_slot_ GUARDED_BY(mu_) = 0;  // (S12) the slot the next read parses into
   // (S12) Each slot's message: its bytes, its items' fields (viewing into the
   // bytes or into a JobBatch on the slot's arena). A slot is written only by
   // the read that parses into it, outside mu_ (S2: one read at a time).
